@@ -1,0 +1,33 @@
+"""Environments: the API (single-turn, multi-turn, tools), parsers, rubrics and the registry."""
+
+from rlve.envs.base import Environment, MultiTurnEnv, SingleTurnEnv, State, build_dataset, stop
+from rlve.envs.parsers import Parser, ThinkParser, XMLParser, extract_boxed
+from rlve.envs.registry import (
+    EnvironmentSource,
+    list_environments,
+    load_environment,
+    register_source,
+)
+from rlve.envs.rubric import Rubric
+from rlve.envs.tools import StatefulToolEnv, ToolEnv, tool_schema
+
+__all__ = [
+    "Environment",
+    "EnvironmentSource",
+    "MultiTurnEnv",
+    "Parser",
+    "Rubric",
+    "SingleTurnEnv",
+    "State",
+    "StatefulToolEnv",
+    "ThinkParser",
+    "ToolEnv",
+    "XMLParser",
+    "build_dataset",
+    "extract_boxed",
+    "list_environments",
+    "load_environment",
+    "register_source",
+    "stop",
+    "tool_schema",
+]

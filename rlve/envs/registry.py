@@ -1,0 +1,103 @@
+"""Finding environments by name: built-in ones, installed packages, and whole families.
+
+`load_environment("tictactoe", max_turns=8)` imports the environment's module and calls its
+`load_environment(**kwargs)`. Installed packages register theirs under the entry point group
+`rlve.environments` (`name = "package.module:load_environment"`). Families of generated
+environments (e.g. `rlve-gym/<Identifier>`) plug in as sources that list and load many names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from rlve.envs.base import Environment
+
+ENTRY_POINT_GROUP = "rlve.environments"
+
+BUILTIN: dict[str, str] = {
+    "tictactoe": "rlve.envs.tictactoe:load_environment",
+    "reverse_text": "rlve.envs.reverse_text:load_environment",
+    "double_check": "rlve.envs.double_check:load_environment",
+    "calculator": "rlve.envs.calculator:load_environment",
+}
+
+
+@dataclass(frozen=True)
+class EnvironmentSource:
+    """A family of environments whose names share a prefix, e.g. `rlve-gym/`."""
+
+    prefix: str
+    names: Callable[[], Iterable[str]]
+    """all the names of the family, prefix included"""
+    load: Callable[..., Environment]
+    """load(name, **kwargs) for one name of the family"""
+
+
+_SOURCES: list[EnvironmentSource] = []
+
+
+def register_source(source: EnvironmentSource) -> None:
+    """Make a family of environments loadable by name (replaces one with the same prefix)."""
+    _SOURCES[:] = [s for s in _SOURCES if s.prefix != source.prefix]
+    _SOURCES.append(source)
+
+
+def _installed() -> dict[str, object]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def list_environments() -> list[str]:
+    """Every environment name `load_environment` accepts."""
+    names = set(BUILTIN) | set(_installed())
+    for source in _SOURCES:
+        names.update(source.names())
+    return sorted(names)
+
+
+def _import(target: str) -> Callable[..., Environment]:
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr or "load_environment")
+
+
+def _check_kwargs(name: str, loader: Callable, kwargs: dict) -> None:
+    params = inspect.signature(loader).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        raise TypeError(
+            f"environment {name!r} has no argument(s) {unknown}; its arguments are {sorted(params)}"
+        )
+
+
+def load_environment(name: str, **kwargs) -> Environment:
+    """The environment called `name`, built with `kwargs`; unknown names list the close matches."""
+    for source in _SOURCES:
+        if name.startswith(source.prefix):
+            return source.load(name, **kwargs)
+    installed = _installed()
+    if name in BUILTIN:
+        loader = _import(BUILTIN[name])
+    elif name in installed:
+        loader = installed[name].load()  # type: ignore[attr-defined]
+    else:
+        known = list_environments()
+        close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
+        hint = f"; did you mean {close}?" if close else ""
+        raise KeyError(
+            f"unknown environment {name!r}{hint} ({len(known)} known: see list_environments())"
+        )
+    if isinstance(loader, type) and issubclass(loader, Environment):
+        env = loader(**kwargs)
+    else:
+        _check_kwargs(name, loader, kwargs)
+        env = loader(**kwargs)
+    if not isinstance(env, Environment):
+        raise TypeError(f"the loader of {name!r} returned {type(env).__name__}, not an Environment")
+    env.name = name
+    return env

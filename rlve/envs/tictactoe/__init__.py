@@ -1,0 +1,12 @@
+"""Tic-tac-toe against a seeded minimax opponent (the recipe of REFERENCE.md section 1)."""
+
+from rlve.envs.tictactoe.env import TicTacToeEnv, load_environment
+from rlve.envs.tictactoe.policies import minimax_policy, noisy_minimax_policy, random_policy
+
+__all__ = [
+    "TicTacToeEnv",
+    "load_environment",
+    "minimax_policy",
+    "noisy_minimax_policy",
+    "random_policy",
+]

@@ -1,0 +1,205 @@
+"""The tic-tac-toe environment: the model plays X against a seeded, partly random minimax opponent.
+
+The recipe of REFERENCE.md section 1: who starts is decided per example; the opponent plays a
+random cell with probability `random_move_prob`, else a minimax move chosen at random among all
+best moves, with an rng seeded from the example seed and the board so that equal positions get
+equal replies within a rollout group; `random_move_prob` is stratified over the dataset so every
+batch spans [min_random_move_prob, max_random_move_prob]. Invalid answers are told why and the game
+goes on; the episode stops at `max_turns` model turns. Rubric: win 1 / draw 0.5 / else 0 (weight 1),
+format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from rlve.curriculum.stratified import stratified_probabilities
+from rlve.envs.base import MultiTurnEnv, State
+from rlve.envs.parsers import XMLParser, assistant_texts
+from rlve.envs.rubric import Rubric
+from rlve.envs.tictactoe.game import (
+    EMPTY_BOARD,
+    O_MARK,
+    X_MARK,
+    Board,
+    InvalidMove,
+    format_ok,
+    free_cells,
+    opponent_move,
+    opponent_rng,
+    parse_move,
+    place,
+    winner,
+)
+from rlve.envs.tictactoe.prompts import (
+    NO_MOVE_REASON,
+    SYSTEM_PROMPT,
+    final_message,
+    invalid_move_message,
+    opponent_played_status,
+    turn_message,
+)
+from rlve.types import Message
+
+INVALID_MOVE_PENALTY = -0.1
+
+
+def _check_probability(name: str, value: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+
+
+def example_rows(
+    num_examples: int, seed: int, min_random_move_prob: float, max_random_move_prob: float,
+    num_groups: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The dataset: per example a seed, who starts, the opponent's strength, the first prompt."""
+    probs = stratified_probabilities(
+        num_examples, min_random_move_prob, max_random_move_prob, num_groups, random.Random(seed)
+    )
+    rows = []
+    for i, prob in enumerate(probs):
+        example_seed = seed * 1_000_003 + i
+        opponent_starts = random.Random(example_seed).random() < 0.5
+        board = EMPTY_BOARD
+        if opponent_starts:
+            cell = opponent_move(board, prob, opponent_rng(example_seed, board))
+            board = place(board, cell, O_MARK)
+            status = f"You play X. {opponent_played_status(cell)}"
+        else:
+            status = "You play X and move first."
+        rows.append(
+            {
+                "question": turn_message(board, status),
+                "info": {
+                    "random_move_prob": prob,
+                    "example_seed": example_seed,
+                    "opponent_starts": opponent_starts,
+                },
+            }
+        )
+    return rows
+
+
+def win_reward(state: State) -> float:
+    """1 for a win, 0.5 for a draw, 0 for a loss or an unfinished game."""
+    return {"win": 1.0, "draw": 0.5}.get(state.get("result"), 0.0)
+
+
+def format_reward(completion: list[Message]) -> float:
+    """Share of the model's messages shaped `<think>...</think> ... <move>...</move>`."""
+    texts = assistant_texts(completion)
+    return sum(format_ok(t) for t in texts) / len(texts) if texts else 0.0
+
+
+def invalid_move_penalty(state: State) -> float:
+    """A flat -0.1 when any move of the game was invalid."""
+    return INVALID_MOVE_PENALTY if state.get("invalid_moves", 0) > 0 else 0.0
+
+
+class TicTacToeEnv(MultiTurnEnv):
+    """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
+
+    async def setup_state(self, state: State) -> None:
+        info = state["info"]
+        board = EMPTY_BOARD
+        if info.get("opponent_starts"):
+            # Replay the opening the dataset showed; the same seed gives the same cell.
+            seed = info["example_seed"]
+            cell = opponent_move(board, info["random_move_prob"], opponent_rng(seed, board))
+            board = place(board, cell, O_MARK)
+        state.update(board=board, result=None, invalid_moves=0, formatted_turns=0)
+
+    async def env_response(self, messages: list[Message], state: State) -> list[Message]:
+        board: Board = state["board"]
+        text = str(messages[-1].get("content") or "")
+        state["formatted_turns"] += format_ok(text)
+        cell = parse_move(text)
+        try:
+            if cell is None:
+                raise InvalidMove(NO_MOVE_REASON)
+            board = place(board, cell, X_MARK)
+        except InvalidMove as invalid:
+            state["invalid_moves"] += 1
+            return [{"role": "user", "content": invalid_move_message(invalid.reason, board)}]
+        if self._game_over(board, state):
+            return [{"role": "user", "content": final_message(state["result"], board)}]
+        info = state["info"]
+        rng = opponent_rng(info["example_seed"], board)
+        reply = opponent_move(board, info["random_move_prob"], rng)
+        board = place(board, reply, O_MARK)
+        if self._game_over(board, state):
+            return [{"role": "user", "content": final_message(state["result"], board)}]
+        state["board"] = board
+        return [{"role": "user", "content": turn_message(board, opponent_played_status(reply))}]
+
+    def _game_over(self, board: Board, state: State) -> bool:
+        state["board"] = board
+        mark = winner(board)
+        if mark is None and free_cells(board):
+            return False
+        state["result"] = {X_MARK: "win", O_MARK: "loss", None: "draw"}[mark]
+        self.end_episode(state, "game_over")
+        return True
+
+    def episode_metrics(self, state: State) -> dict[str, float]:
+        result = state.get("result")
+        return {
+            "game/win": float(result == "win"),
+            "game/draw": float(result == "draw"),
+            "game/loss": float(result == "loss"),
+            "game/unfinished": float(result is None),
+            "game/invalid": float(state.get("invalid_moves", 0) > 0),
+            "game/invalid_moves": float(state.get("invalid_moves", 0)),
+            "game/format": state.get("formatted_turns", 0) / max(state["turn"], 1),
+        }
+
+
+def load_environment(
+    num_examples: int = 1000,
+    seed: int = 0,
+    min_random_move_prob: float = 0.2,
+    max_random_move_prob: float = 0.7,
+    num_groups: int = 1,
+    max_turns: int = 7,
+    max_tokens: int = 128,
+) -> TicTacToeEnv:
+    """Tic-tac-toe against a seeded minimax opponent of stratified strength.
+
+    Args:
+        num_examples: games in the dataset (each with its own seed and opponent strength).
+        seed: seed of the dataset; the same seed gives the same games.
+        min_random_move_prob: smallest share of random opponent moves (0: perfect play).
+        max_random_move_prob: largest share of random opponent moves (1: purely random).
+        num_groups: strata of the random-move range; use batch_size // rollouts_per_example.
+        max_turns: most model turns per game (invalid answers count as turns).
+        max_tokens: default most tokens per model turn.
+    """
+    _check_probability("min_random_move_prob", min_random_move_prob)
+    _check_probability("max_random_move_prob", max_random_move_prob)
+    if min_random_move_prob > max_random_move_prob:
+        raise ValueError(
+            f"min_random_move_prob ({min_random_move_prob}) must be <= "
+            f"max_random_move_prob ({max_random_move_prob})"
+        )
+    if not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"num_groups must be an integer >= 1, got {num_groups!r}")
+    if not isinstance(num_examples, int) or num_examples < 1:
+        raise ValueError(f"num_examples must be an integer >= 1, got {num_examples!r}")
+    if not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    rows = example_rows(num_examples, seed, min_random_move_prob, max_random_move_prob, num_groups)
+    parser = XMLParser(["think", "move"], answer_field="move")
+    rubric = Rubric(parser=parser)
+    rubric.add(win_reward, 1.0).add(format_reward, 0.2).add(invalid_move_penalty, 1.0)
+    return TicTacToeEnv(
+        rows,
+        system_prompt=SYSTEM_PROMPT,
+        parser=parser,
+        rubric=rubric,
+        max_turns=max_turns,
+        name="tictactoe",
+        sampling={"max_tokens": max_tokens},
+    )

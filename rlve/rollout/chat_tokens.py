@@ -1,0 +1,66 @@
+"""Token-exact multi-turn conversations.
+
+Re-rendering a conversation with the chat template does not always reproduce the tokens that were
+sampled (whitespace, stripped reasoning, different merges), so training would see other tokens
+than the sampler produced. Instead the episode keeps one growing token sequence: the rendered
+prompt, then each sampled completion exactly as sampled, then only the tokens of the
+environment's reply. This module computes those reply tokens from the chat template, once per
+reply, without touching what came before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlve.types import Message
+
+_PROBE = "\x00rlve-probe\x00"
+
+
+class ChatTokens:
+    """Turns a chat template into prompt tokens and per-reply continuation tokens."""
+
+    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]] | None = None):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError(
+                f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has no chat template"
+            )
+        self.tokenizer = tokenizer
+        self.tools = tools
+        self._base = [{"role": "user", "content": "."}, {"role": "assistant", "content": _PROBE}]
+        rendered = self._render(self._base, generation_prompt=False)
+        if _PROBE not in rendered:
+            raise ValueError("the chat template does not render assistant content verbatim")
+        # What the template writes after an assistant's content to close its turn (ChatML:
+        # "<|im_end|>\n"). A sampled turn that stopped on the end-of-turn token already holds the
+        # start of it; the rest is added, masked, before the environment's reply.
+        self.turn_end_ids = self._encode(rendered.split(_PROBE, 1)[1])
+        self._base_text = rendered
+
+    def _render(self, messages: list[Message], generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def prompt_ids(self, messages: list[Message]) -> list[int]:
+        """The token ids of the prompt, ending with the assistant's generation prompt."""
+        return self._encode(self._render(messages, generation_prompt=True))
+
+    def reply_ids(self, completion_ids: list[int], reply: list[Message]) -> list[int]:
+        """Tokens to append after a sampled completion: the rest of its end-of-turn marker, the
+        environment's reply messages, and the next generation prompt."""
+        full = self._render(self._base + list(reply), generation_prompt=True)
+        if not full.startswith(self._base_text):
+            raise ValueError("the chat template re-renders earlier turns when messages are added")
+        return self._turn_end_rest(completion_ids) + self._encode(full[len(self._base_text) :])
+
+    def _turn_end_rest(self, completion_ids: list[int]) -> list[int]:
+        """The part of the end-of-turn marker that the completion does not already end with."""
+        end = self.turn_end_ids
+        for overlap in range(min(len(end), len(completion_ids)), 0, -1):
+            if completion_ids[-overlap:] == end[:overlap]:
+                return end[overlap:]
+        return end

@@ -1,0 +1,172 @@
+"""One episode: an environment and an engine take turns until a stop condition holds.
+
+The loop, per turn: check the stop conditions; sample the model's turn (from token ids when the
+engine has a tokenizer); let the environment answer. The environment's reply is tokenized only
+when another model turn follows, so the trajectory ends on the last sampled token. Whatever the
+model writes, the episode ends normally; an error inside the environment ends it with stop
+reason `env_error` and is counted, a time-out with `timeout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from dataclasses import dataclass, field
+
+from rlve.envs.base import Environment, State
+from rlve.rollout.chat_tokens import ChatTokens
+from rlve.rollout.engine import Engine, GenerationRequest, SamplingConfig
+from rlve.types import Example, Message, Trajectory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EpisodeRecord:
+    """The episode as it grows; read back even when the episode is cut off by its time limit."""
+
+    example: Example
+    state: State
+    messages: list[Message]
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    pending_reply: list[Message] = field(default_factory=list)
+    truncated_turns: int = 0
+    weight_version: int = 0
+
+    def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
+        self.token_ids.extend(ids)
+        self.loss_mask.extend([mask] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """How episodes are played, apart from the environment's own rules."""
+
+    sampling: SamplingConfig = SamplingConfig()
+    max_seq_len: int | None = None
+    """longest token sequence of an episode; a turn that would not fit ends it ('context_length')"""
+    time_limit_s: float | None = None
+    """wall-clock limit per episode; past it the episode ends as 'timeout' and the batch goes on"""
+
+
+async def play_episode(
+    env: Environment,
+    engine: Engine,
+    example: Example,
+    settings: EpisodeSettings,
+    seed: int,
+) -> tuple[Trajectory, State]:
+    """Play one episode; returns the (not yet scored) trajectory and the final state."""
+    state = env.initial_state(example)
+    state["seed"] = seed
+    record = EpisodeRecord(example, state, copy.deepcopy(example.prompt))
+    try:
+        await env.setup_state(state)
+        if settings.time_limit_s is None:
+            reason = await _turns(env, engine, record, settings, seed)
+        else:
+            reason = await asyncio.wait_for(
+                _turns(env, engine, record, settings, seed), settings.time_limit_s
+            )
+    except TimeoutError:
+        reason = "timeout"
+    except EnvironmentFailure as failure:
+        log.warning("environment %s failed in an episode: %s", env.name, failure)
+        state["env_error"] = str(failure)
+        reason = "env_error"
+    finally:
+        try:
+            await env.cleanup_state(state)
+        except Exception as exc:
+            log.warning("cleanup of %s raised %s: %s", env.name, type(exc).__name__, exc)
+    state["stop_reason"] = reason
+    return _trajectory(env, record, reason, seed), state
+
+
+class EnvironmentFailure(Exception):
+    """The environment's own code raised while answering a turn."""
+
+
+async def _turns(env, engine, record: EpisodeRecord, settings: EpisodeSettings, seed: int) -> str:
+    state, messages = record.state, record.messages
+    chat = ChatTokens(engine.tokenizer, env.tool_schemas) if engine.tokenizer is not None else None
+    if chat is not None:
+        record.append(chat.prompt_ids(messages), 0)
+    while True:
+        reason = await env.check_stop(state)
+        if reason is not None:
+            return reason
+        if chat is not None and record.pending_reply:
+            last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
+            record.append(chat.reply_ids(last_ids, record.pending_reply), 0)
+        record.pending_reply = []
+        sampling = _turn_sampling(settings, record, seed, state["turn"])
+        if sampling is None:
+            return "context_length"
+        request = GenerationRequest(
+            messages=messages,
+            sampling=sampling,
+            prompt_ids=list(record.token_ids) if chat is not None else None,
+            tools=env.tool_schemas,
+        )
+        generation = await engine.generate(request)
+        assistant: Message = {"role": "assistant", "content": generation.text}
+        if generation.tool_calls:
+            assistant["tool_calls"] = generation.tool_calls
+        messages.append(assistant)
+        if chat is not None:
+            start = len(record.token_ids)
+            record.append(generation.token_ids, 1, generation.logprobs)
+            record.turn_spans.append((start, len(record.token_ids)))
+        record.truncated_turns += generation.finish_reason == "length"
+        record.weight_version = generation.weight_version
+        state["turn"] += 1
+        try:
+            reply = await env.env_response(messages, state)
+        except (
+            Exception
+        ) as exc:  # the model's text must never crash a batch; env bugs end the episode
+            raise EnvironmentFailure(f"{type(exc).__name__}: {exc}") from exc
+        messages.extend(reply)
+        record.pending_reply = list(reply)
+
+
+def _turn_sampling(
+    settings: EpisodeSettings, record: EpisodeRecord, seed: int, turn: int
+) -> SamplingConfig | None:
+    """This turn's sampling settings: its own seed, max_tokens cut to the room that is left."""
+    sampling = settings.sampling.with_overrides(seed=seed * 1000 + turn)
+    if settings.max_seq_len is None or not record.token_ids:
+        return sampling
+    room = settings.max_seq_len - len(record.token_ids)
+    if room < 1:
+        return None
+    return sampling.with_overrides(max_tokens=min(sampling.max_tokens, room))
+
+
+def _trajectory(env: Environment, record: EpisodeRecord, reason: str, seed: int) -> Trajectory:
+    example = record.example
+    prompt_len = len(example.prompt)
+    return Trajectory(
+        prompt=example.prompt,
+        completion=record.messages[prompt_len:],
+        answer=example.answer,
+        info=example.info,
+        token_ids=record.token_ids,
+        loss_mask=record.loss_mask,
+        sampler_logprobs=record.logprobs,
+        turn_spans=record.turn_spans,
+        stop_reason=reason,
+        env_name=env.name,
+        example_id=example.example_id,
+        difficulty=example.info.get("difficulty"),
+        seed=seed,
+        weight_version=record.weight_version,
+        num_turns=record.state["turn"],
+        truncated_turns=record.truncated_turns,
+    )

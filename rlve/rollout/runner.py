@@ -1,0 +1,103 @@
+"""Rollout groups: several episodes of one example, played concurrently and scored together.
+
+`play_groups` keeps at most `max_concurrent` episodes in flight across all groups, scores each
+finished group with the environment's rubric (group reward functions see the whole group), and
+returns the groups in the order of the examples, whatever order they finished in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tqdm.auto import tqdm
+
+from rlve.envs.base import Environment
+from rlve.rollout.engine import Engine
+from rlve.rollout.episode import EpisodeSettings, play_episode
+from rlve.types import Example, RolloutGroup
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    """One group to play: the example and the seed its rollouts derive their seeds from."""
+
+    example: Example
+    seed: int
+
+
+def rollout_seed(group_seed: int, rollout_index: int) -> int:
+    """Each rollout's own seed: distinct within a group, reproducible across runs."""
+    return group_seed * 997 + rollout_index
+
+
+async def play_group(
+    env: Environment,
+    engine: Engine,
+    job: GroupJob,
+    group_size: int,
+    settings: EpisodeSettings,
+    limit: asyncio.Semaphore,
+) -> RolloutGroup:
+    """Play `group_size` episodes of one example and score them as a group."""
+
+    async def one(index: int):
+        async with limit:
+            return await play_episode(
+                env, engine, job.example, settings, rollout_seed(job.seed, index)
+            )
+
+    played = await asyncio.gather(*(one(i) for i in range(group_size)))
+    trajectories = [t for t, _ in played]
+    states = [s for _, s in played]
+    scores = await env.rubric.score_group(
+        prompts=[t.prompt for t in trajectories],
+        completions=[t.completion for t in trajectories],
+        answers=[t.answer for t in trajectories],
+        states=states,
+        infos=[t.info for t in trajectories],
+    )
+    for trajectory, state, score in zip(trajectories, states, scores, strict=True):
+        trajectory.reward = score.reward
+        trajectory.errors = dict(score.errors)
+        if "env_error" in state:
+            trajectory.errors["env_response"] = 1
+        trajectory.metrics = {**score.metrics, **env.episode_metrics(state)}
+    return RolloutGroup(
+        example_id=job.example.example_id,
+        env_name=env.name,
+        trajectories=trajectories,
+        difficulty=job.example.info.get("difficulty"),
+    )
+
+
+async def play_groups(
+    env: Environment,
+    engine: Engine,
+    jobs: Sequence[GroupJob],
+    group_size: int,
+    settings: EpisodeSettings = EpisodeSettings(),
+    max_concurrent: int = 64,
+    progress: bool = False,
+) -> list[RolloutGroup]:
+    """Play every job's group, at most `max_concurrent` episodes at a time."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if max_concurrent < 1:
+        raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
+    limit = asyncio.Semaphore(max_concurrent)
+    tasks = [
+        asyncio.ensure_future(play_group(env, engine, job, group_size, settings, limit))
+        for job in jobs
+    ]
+    bar = tqdm(total=len(tasks), desc=f"{env.name} groups", disable=not progress, leave=False)
+    try:
+        for finished in asyncio.as_completed(tasks):
+            await finished
+            bar.update(1)
+    finally:
+        bar.close()
+        for task in tasks:
+            task.cancel()
+    return [task.result() for task in tasks]

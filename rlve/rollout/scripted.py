@@ -1,0 +1,48 @@
+"""A scripted engine: a Python policy plays the model's part.
+
+`policy(messages) -> str` sees only the conversation, as a model would; a policy that also takes
+`rng` gets a `random.Random` seeded from the request's seed, so scripted play is reproducible.
+Used for tests, baselines, and scripted teachers (minimax) that produce SFT data.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Callable
+from typing import Any
+
+from rlve.rollout.engine import Generation, GenerationRequest
+
+Policy = Callable[..., str]
+
+
+class ScriptedEngine:
+    """Answers each request with `policy(messages)`.
+
+    With a `tokenizer`, answers are token-exact like a real model's: the text's token ids plus
+    the end-of-turn token, cut to `max_tokens` (then finish_reason is 'length'), with log-prob 0.
+    """
+
+    def __init__(self, policy: Policy, tokenizer: Any = None):
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self._takes_rng = "rng" in inspect.signature(policy).parameters
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        if self._takes_rng:
+            text = self.policy(request.messages, rng=random.Random(request.sampling.seed))
+        else:
+            text = self.policy(request.messages)
+        text = str(text)
+        for stop in request.sampling.stop:
+            if stop in text:
+                text = text[: text.index(stop)]
+        if self.tokenizer is None:
+            return Generation(text=text)
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        finish = "stop"
+        if len(ids) > request.sampling.max_tokens:
+            ids, finish = ids[: request.sampling.max_tokens], "length"
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return Generation(text=text, token_ids=ids, logprobs=[0.0] * len(ids), finish_reason=finish)

@@ -1,0 +1,63 @@
+"""Summary metrics of rollout groups, with the names of DESIGN.md (`reward/mean`, `game/win`...).
+
+Per-rollout metrics are averaged over all rollouts; error counts are summed; stop reasons become
+shares (`stop/<reason>`); environments in a mixture also get `env/<name>/reward`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+from rlve.types import RolloutGroup
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _std(values: Sequence[float]) -> float:
+    """Population standard deviation (how spread the rewards of the whole batch are)."""
+    if not values:
+        return 0.0
+    mean = _mean(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
+    """One flat dict of metrics for a list of rollout groups."""
+    rollouts = [t for g in groups for t in g.trajectories]
+    if not rollouts:
+        return {}
+    rewards = [t.reward for t in rollouts]
+    summary = {
+        "reward/mean": _mean(rewards),
+        "reward/std": _std(rewards),
+        "reward/min": min(rewards),
+        "reward/max": max(rewards),
+        "episode/turns_mean": _mean([t.num_turns for t in rollouts]),
+        "completion/truncated_frac": _mean([float(t.truncated_turns > 0) for t in rollouts]),
+    }
+    per_metric: dict[str, list[float]] = defaultdict(list)
+    errors: dict[str, int] = defaultdict(int)
+    stops: dict[str, int] = defaultdict(int)
+    by_env: dict[str, list[float]] = defaultdict(list)
+    for t in rollouts:
+        for name, value in t.metrics.items():
+            per_metric[name].append(value)
+        for name, count in t.errors.items():
+            errors[name] += count
+        stops[t.stop_reason] += 1
+        by_env[t.env_name].append(t.reward)
+    summary.update({name: _mean(values) for name, values in sorted(per_metric.items())})
+    summary.update({f"errors/{name}": float(n) for name, n in sorted(errors.items())})
+    summary.update({f"stop/{reason}": n / len(rollouts) for reason, n in sorted(stops.items())})
+    if len(by_env) > 1:
+        summary.update({f"env/{name}/reward": _mean(v) for name, v in sorted(by_env.items())})
+    token_rollouts = [t for t in rollouts if t.is_token_exact]
+    if token_rollouts:
+        lengths = [t.num_sampled_tokens for t in token_rollouts]
+        summary["completion/len_mean"] = _mean(lengths)
+        summary["completion/len_max"] = float(max(lengths))
+    return summary

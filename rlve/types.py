@@ -1,0 +1,97 @@
+"""The data that crosses rlve's boundaries: episodes, rollout groups and training batches.
+
+Everything here is a plain dataclass. Environments produce `Trajectory`s, the episode runner
+bundles the rollouts of one example into a `RolloutGroup`, and the trainer consumes groups.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+"""One chat message, OpenAI style: {"role": ..., "content": ...} (tool calls as extra keys)."""
+
+
+@dataclass
+class Example:
+    """One row of an environment's dataset: what an episode starts from."""
+
+    example_id: int
+    prompt: list[Message]
+    answer: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    """One finished episode, token-exact when the engine works on token ids.
+
+    `token_ids` is the whole episode as one flat sequence: the rendered prompt, then for each
+    turn the sampled completion followed by the tokens of the environment's reply. `loss_mask`
+    is 1 exactly on sampled tokens; `sampler_logprobs` holds the sampler's log-prob of each token
+    (0.0 where the mask is 0). `turn_spans` are the [start, end) ranges of each sampled
+    completion inside `token_ids`. Text-only engines leave the four token fields empty.
+    """
+
+    prompt: list[Message]
+    completion: list[Message]
+    answer: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    sampler_logprobs: list[float] = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    reward: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    stop_reason: str = ""
+    env_name: str = ""
+    example_id: int = 0
+    difficulty: int | None = None
+    seed: int | None = None
+    weight_version: int = 0
+    num_turns: int = 0
+    truncated_turns: int = 0
+
+    @property
+    def prompt_len(self) -> int:
+        """Tokens before the first sampled token (the rendered prompt)."""
+        return self.turn_spans[0][0] if self.turn_spans else len(self.token_ids)
+
+    @property
+    def num_sampled_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    @property
+    def is_token_exact(self) -> bool:
+        return bool(self.token_ids)
+
+
+@dataclass
+class RolloutGroup:
+    """The rollouts of one example: the unit of group-relative advantages."""
+
+    example_id: int
+    env_name: str
+    trajectories: list[Trajectory]
+    difficulty: int | None = None
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.trajectories]
+
+    @property
+    def reward_std(self) -> float:
+        rewards = self.rewards
+        if len(rewards) < 2:
+            return 0.0
+        mean = sum(rewards) / len(rewards)
+        return math.sqrt(sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1))
+
+    @property
+    def has_signal(self) -> bool:
+        """False when every rollout got the same reward (no group-relative learning signal)."""
+        rewards = self.rewards
+        return any(r != rewards[0] for r in rewards)
