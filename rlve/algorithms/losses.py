@@ -1,0 +1,418 @@
+"""Policy-gradient losses of the RL trainer: GRPO, DAPO and CISPO as pure tensor functions.
+
+`policy_loss(kind, ...)` looks the loss up in the `LOSSES` table, weights tokens by the optional
+truncated importance sampling correction against the sampler's log-probs, and returns the scalar
+loss with `LossStats`. Nothing here knows about models or devices; it all runs on CPU in tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import torch
+from torch import Tensor
+
+TisMode = Literal["truncate", "mask"]
+TIS_MODES: tuple[str, ...] = ("truncate", "mask")
+
+
+@dataclass(frozen=True)
+class LossStats:
+    """What one `policy_loss` call saw, as python numbers ready for logging."""
+
+    clip_frac_low: float
+    """share of masked tokens whose ratio is clipped from below (r < 1 - eps_low with A < 0)"""
+    clip_frac_high: float
+    """share of masked tokens clipped from above (r > 1 + eps_high with A > 0; cispo: r > is_cap)"""
+    is_ratio_mean: float
+    """mean of exp(old_logp - sampler_logp) over masked tokens; 1.0 without sampler log-probs"""
+    is_ratio_max: float
+    """max of exp(old_logp - sampler_logp) over masked tokens; 1.0 without sampler log-probs"""
+    logprob_diff_mean: float
+    """mean |old_logp - sampler_logp| over masked tokens (trainer/sampler mismatch); 0 without"""
+    logprob_diff_max: float
+    """max |old_logp - sampler_logp| over masked tokens; 0 without sampler log-probs"""
+    tis_masked_frac: float
+    """share of masked tokens given weight 0 by tis_mode="mask"; 0 in the other modes"""
+    num_tokens: int
+    """masked tokens in this call (the micro-batch), not the step-wide `num_tokens` argument"""
+
+    @staticmethod
+    def combine(stats: Sequence[LossStats]) -> LossStats:
+        """Merge micro-batch stats into the step's: token-weighted means, max of maxes."""
+        total = sum(s.num_tokens for s in stats)
+        if total == 0:
+            return _empty_stats()
+
+        def weighted(name: str) -> float:
+            return sum(getattr(s, name) * s.num_tokens for s in stats) / total
+
+        return LossStats(
+            clip_frac_low=weighted("clip_frac_low"),
+            clip_frac_high=weighted("clip_frac_high"),
+            is_ratio_mean=weighted("is_ratio_mean"),
+            is_ratio_max=max(s.is_ratio_max for s in stats if s.num_tokens > 0),
+            logprob_diff_mean=weighted("logprob_diff_mean"),
+            logprob_diff_max=max(s.logprob_diff_max for s in stats if s.num_tokens > 0),
+            tis_masked_frac=weighted("tis_masked_frac"),
+            num_tokens=total,
+        )
+
+
+def _empty_stats() -> LossStats:
+    return LossStats(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0)
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """A loss function's scalar and where its clip (or cap) was active, bool [B, T] each."""
+
+    loss: Tensor
+    clipped_low: Tensor
+    clipped_high: Tensor
+
+
+class LossFn(Protocol):
+    """Signature shared by the entries of `LOSSES`; `policy_loss` validates the inputs first.
+
+    `mask` is bool [B, T], `advantages` already broadcast to [B, T], and `token_weight` the
+    detached [B, T] importance-sampling weight of each token's loss (all ones without TIS).
+    """
+
+    def __call__(
+        self,
+        logp: Tensor,
+        old_logp: Tensor,
+        advantages: Tensor,
+        mask: Tensor,
+        token_weight: Tensor,
+        *,
+        eps_low: float,
+        eps_high: float,
+        is_cap: float,
+        num_tokens: int | None,
+    ) -> LossTerms: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation: how per-token losses become one number
+# ---------------------------------------------------------------------------------------------
+
+
+def token_mean(values: Tensor, mask: Tensor, num_tokens: int | None = None) -> Tensor:
+    """Token-level aggregation (DAPO, Yu et al. 2025, section 3.3): sum over masked tokens / N.
+
+    `values`, `mask` (bool): [B, T]. N = `num_tokens`, the masked-token count of the whole
+    optimizer step, so summing the losses of micro-batches gives the loss of the big batch;
+    N = mask.sum() when None. Every token weighs the same, however long its sequence.
+    """
+    denominator = mask.sum() if num_tokens is None else num_tokens
+    return torch.where(mask, values, torch.zeros_like(values)).sum() / denominator
+
+
+def sequence_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """Sample-level aggregation (GRPO, Shao et al. 2024, eq. 3): mean of per-sequence means.
+
+    `values`, `mask` (bool): [B, T]. Each sequence's masked tokens are averaged, then the
+    sequences. A sequence without masked tokens adds 0 and is left out of the count (it has no
+    sampled token to learn from, and counting it would shrink everyone else's gradient).
+    """
+    tokens_per_sequence = mask.sum(dim=1)
+    summed = torch.where(mask, values, torch.zeros_like(values)).sum(dim=1)
+    per_sequence = summed / tokens_per_sequence.clamp(min=1)
+    return per_sequence.sum() / (tokens_per_sequence > 0).sum().clamp(min=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-token surrogates
+# ---------------------------------------------------------------------------------------------
+
+
+def _masked_log_ratio(logp: Tensor, ref_logp: Tensor, mask: Tensor) -> Tensor:
+    """logp - ref_logp on masked tokens, 0 elsewhere: padding can hold any log-prob, and an
+    exp() overflow there would turn into NaN once multiplied by a zero mask."""
+    return torch.where(mask, logp - ref_logp, torch.zeros_like(logp))
+
+
+def _clipped_surrogate(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """PPO clip per token, [B, T]: -min(r*A, clip(r, 1-eps_low, 1+eps_high)*A), r = exp(logp-old).
+
+    The clip is active (the min picks the clipped term, whose gradient is 0) when r < 1-eps_low
+    with A < 0, or r > 1+eps_high with A > 0; those are the returned bool masks.
+    """
+    ratio = torch.exp(_masked_log_ratio(logp, old_logp, mask))
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * advantages
+    per_token = -torch.minimum(unclipped, clipped)
+    clipped_low = mask & (advantages < 0) & (ratio < 1.0 - eps_low)
+    clipped_high = mask & (advantages > 0) & (ratio > 1.0 + eps_high)
+    return per_token, clipped_low, clipped_high
+
+
+def grpo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    token_weight: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    is_cap: float,
+    num_tokens: int | None,
+) -> LossTerms:
+    """GRPO (Shao et al. 2024, DeepSeekMath eq. 3, without its KL term): the clipped surrogate,
+    averaged per sequence, then over sequences (`sequence_mean`).
+
+    Shapes: logp, old_logp, token_weight: [B, T]; advantages: [B, T]; mask: bool [B, T].
+    `is_cap` and `num_tokens` are unused: the mean is over this call's sequences, so a trainer
+    that accumulates GRPO gradients scales each micro-batch by its share of the step's sequences.
+    """
+    per_token, low, high = _clipped_surrogate(logp, old_logp, advantages, mask, eps_low, eps_high)
+    return LossTerms(sequence_mean(per_token * token_weight, mask), low, high)
+
+
+def dapo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    token_weight: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    is_cap: float,
+    num_tokens: int | None,
+) -> LossTerms:
+    """DAPO (Yu et al. 2025, sections 3.1 and 3.3): the clipped surrogate with decoupled
+    eps_low / eps_high ("clip-higher"), summed over all masked tokens / `num_tokens`.
+
+    Shapes: logp, old_logp, token_weight: [B, T]; advantages: [B, T]; mask: bool [B, T].
+    """
+    per_token, low, high = _clipped_surrogate(logp, old_logp, advantages, mask, eps_low, eps_high)
+    return LossTerms(token_mean(per_token * token_weight, mask, num_tokens), low, high)
+
+
+def cispo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    token_weight: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    is_cap: float,
+    num_tokens: int | None,
+) -> LossTerms:
+    """CISPO (MiniMax-M1, 2025, section 3.1): -sg(min(r, is_cap)) * A * logp per token, summed
+    over all masked tokens / `num_tokens`.
+
+    Clipping the detached importance weight instead of the update keeps a gradient on every
+    token (PPO's clip zeroes it), so rare high-ratio tokens still learn. The gradient wrt logp is
+    -min(r, is_cap) * A / num_tokens. The lower bound is off, as in the paper's recipe, so
+    eps_low / eps_high are unused. Shapes as `dapo_loss`.
+    """
+    ratio = torch.exp(_masked_log_ratio(logp, old_logp, mask))
+    coefficient = ratio.clamp(max=is_cap).detach()
+    per_token = -coefficient * advantages * logp
+    clipped_high = mask & (ratio > is_cap)
+    loss = token_mean(per_token * token_weight, mask, num_tokens)
+    return LossTerms(loss, torch.zeros_like(mask), clipped_high)
+
+
+LOSSES: dict[str, LossFn] = {"grpo": grpo_loss, "dapo": dapo_loss, "cispo": cispo_loss}
+"""Name -> loss function; `policy_loss` and configs pick a loss by these names."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point: validation, truncated importance sampling, stats
+# ---------------------------------------------------------------------------------------------
+
+
+def policy_loss(
+    kind: str,
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.28,
+    is_cap: float = 5.0,
+    sampler_logp: Tensor | None = None,
+    tis_cap: float | None = None,
+    tis_mode: TisMode = "truncate",
+    num_tokens: int | None = None,
+) -> tuple[Tensor, LossStats]:
+    """The policy-gradient loss `kind` ("grpo", "dapo" or "cispo") and what it saw.
+
+    Args:
+        logp: [B, T] trainer log-probs of the sampled tokens under the current weights (grad).
+        old_logp: [B, T] the same under the weights that sampled (treated as constant).
+        advantages: [B] per sequence or [B, T] per token.
+        mask: [B, T] 1 (or True) on sampled tokens, 0 on prompt, environment and padding tokens.
+        eps_low, eps_high: clip range [1 - eps_low, 1 + eps_high] of grpo/dapo.
+        is_cap: cap on CISPO's importance weight (absolute, e.g. 5.0).
+        sampler_logp: [B, T] the sampler's (vLLM's) log-probs, for the mismatch correction/stats.
+        tis_cap: C of truncated importance sampling (Yao et al. 2025) against `sampler_logp`;
+            None turns the correction off. Needs `sampler_logp`.
+        tis_mode: "truncate" multiplies each token's loss by sg(min(w, C)),
+            w = exp(old_logp - sampler_logp); "mask" gives weight 0 to tokens with w outside
+            [1/C, C] and 1 to the rest. Masked tokens still count in the denominators (of the
+            sequence mean or `num_tokens`): they are dropped from the gradient, not from the batch.
+        num_tokens: masked-token count of the whole optimizer step, the denominator of dapo/cispo
+            so that gradient accumulation equals one big batch; None = mask.sum() of this call.
+
+    Returns:
+        (loss, stats): the scalar loss to minimise and `LossStats`.
+
+    Raises:
+        ValueError: unknown kind, out-of-range hyper-parameter, shape mismatch, or an all-masked
+            batch with `num_tokens` None (the trainer skips such batches).
+    """
+    loss_fn = _check_kind(kind)
+    _check_hyperparameters(eps_low, eps_high, is_cap, tis_cap, tis_mode, num_tokens)
+    if tis_cap is not None and sampler_logp is None:
+        raise ValueError(f"tis_cap={tis_cap} needs sampler_logp (the sampler's log-probs)")
+    mask, advantages = _check_shapes(logp, old_logp, advantages, mask, sampler_logp)
+    _check_token_count(mask, num_tokens)
+    old_logp = old_logp.detach()
+
+    token_weight = torch.ones_like(logp)
+    tis_dropped = torch.zeros_like(mask)
+    if sampler_logp is not None:
+        sampler_logp = sampler_logp.detach()
+        is_ratio = torch.exp(_masked_log_ratio(old_logp, sampler_logp, mask))
+        if tis_cap is not None and tis_mode == "truncate":
+            token_weight = is_ratio.clamp(max=tis_cap)
+        elif tis_cap is not None:
+            tis_dropped = mask & ((is_ratio < 1.0 / tis_cap) | (is_ratio > tis_cap))
+            token_weight = (~tis_dropped).to(logp.dtype)
+
+    terms = loss_fn(
+        logp,
+        old_logp,
+        advantages,
+        mask,
+        token_weight,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        is_cap=is_cap,
+        num_tokens=num_tokens,
+    )
+    stats = _loss_stats(terms, mask, old_logp, sampler_logp, tis_dropped)
+    return terms.loss, stats
+
+
+@torch.no_grad()
+def _loss_stats(
+    terms: LossTerms,
+    mask: Tensor,
+    old_logp: Tensor,
+    sampler_logp: Tensor | None,
+    tis_dropped: Tensor,
+) -> LossStats:
+    count = int(mask.sum().item())
+    if count == 0:
+        return _empty_stats()
+
+    def share(flags: Tensor) -> float:
+        return float(flags.sum().item()) / count
+
+    is_ratio_mean = is_ratio_max = 1.0
+    diff_mean = diff_max = 0.0
+    if sampler_logp is not None:
+        diff = (old_logp - sampler_logp)[mask].double()  # stats in fp64 even for bf16 inputs
+        is_ratio = torch.exp(diff)
+        is_ratio_mean, is_ratio_max = float(is_ratio.mean()), float(is_ratio.max())
+        diff_mean, diff_max = float(diff.abs().mean()), float(diff.abs().max())
+    return LossStats(
+        clip_frac_low=share(terms.clipped_low),
+        clip_frac_high=share(terms.clipped_high),
+        is_ratio_mean=is_ratio_mean,
+        is_ratio_max=is_ratio_max,
+        logprob_diff_mean=diff_mean,
+        logprob_diff_max=diff_max,
+        tis_masked_frac=share(tis_dropped),
+        num_tokens=count,
+    )
+
+
+def _check_kind(kind: str) -> LossFn:
+    if kind not in LOSSES:
+        raise ValueError(f"unknown loss kind {kind!r}; valid kinds: {sorted(LOSSES)}")
+    return LOSSES[kind]
+
+
+def _check_hyperparameters(
+    eps_low: float,
+    eps_high: float,
+    is_cap: float,
+    tis_cap: float | None,
+    tis_mode: str,
+    num_tokens: int | None,
+) -> None:
+    if not 0.0 <= eps_low < 1.0:
+        raise ValueError(f"eps_low must be in [0, 1), got {eps_low}")
+    if eps_high < 0.0:
+        raise ValueError(f"eps_high must be >= 0, got {eps_high}")
+    if is_cap <= 0.0:
+        raise ValueError(f"is_cap must be > 0, got {is_cap}")
+    if tis_mode not in TIS_MODES:
+        raise ValueError(f"tis_mode must be one of {list(TIS_MODES)}, got {tis_mode!r}")
+    if tis_cap is not None and tis_cap <= 1.0:
+        raise ValueError(f"tis_cap must be > 1 (tis_mode={tis_mode!r}), got {tis_cap}")
+    if num_tokens is not None and num_tokens <= 0:
+        raise ValueError(f"num_tokens must be > 0 when given, got {num_tokens}")
+
+
+def _check_shapes(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    sampler_logp: Tensor | None,
+) -> tuple[Tensor, Tensor]:
+    """Checks [B, T] shapes; returns the mask as bool and the advantages broadcast to [B, T]."""
+    if logp.dim() != 2:
+        raise ValueError(f"logp must be [B, T], got shape {tuple(logp.shape)}")
+    shape = tuple(logp.shape)
+    named = {"old_logp": old_logp, "mask": mask}
+    if sampler_logp is not None:
+        named["sampler_logp"] = sampler_logp
+    for name, tensor in named.items():
+        if tuple(tensor.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, logp has {shape}")
+    if tuple(advantages.shape) == shape[:1]:
+        advantages = advantages.unsqueeze(1).expand(shape)
+    elif tuple(advantages.shape) != shape:
+        raise ValueError(
+            f"advantages must be [B] = {shape[:1]} or [B, T] = {shape}, "
+            f"got {tuple(advantages.shape)}"
+        )
+    if mask.dtype != torch.bool:
+        if not bool(((mask == 0) | (mask == 1)).all()):
+            raise ValueError("mask must hold only 0 and 1")
+        mask = mask != 0
+    return mask, advantages.to(logp.dtype)
+
+
+def _check_token_count(mask: Tensor, num_tokens: int | None) -> None:
+    count = int(mask.sum().item())
+    if num_tokens is None and count == 0:
+        raise ValueError("all tokens are masked out and num_tokens is None; skip this batch")
+    if num_tokens is not None and num_tokens < count:
+        raise ValueError(
+            f"num_tokens={num_tokens} is smaller than this batch's {count} masked tokens; "
+            "it must count the masked tokens of the whole optimizer step"
+        )

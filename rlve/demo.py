@@ -1,0 +1,70 @@
+"""`make demo`: the main job on the embedded default, runnable on a fresh CPU machine.
+
+Today: the scripted baselines' tic-tac-toe table, the same evaluation a model gets (REFERENCE.md
+section 1: win/draw/loss against a random and against an optimal opponent, format, invalid moves).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import rlve
+from rlve.envs.tictactoe import minimax_policy, noisy_minimax_policy, random_policy
+from rlve.rollout import ScriptedEngine
+
+OPPONENTS = {"random": 1.0, "optimal": 0.0}
+
+
+def _hello_policy(messages) -> str:
+    return "hello"
+
+
+BASELINES = {
+    "minimax": minimax_policy,
+    "minimax, 30% noise": noisy_minimax_policy(0.3),
+    "random": random_policy,
+    "says hello": _hello_policy,
+}
+
+
+def baseline_table(games: int, seed: int = 0) -> list[dict[str, float | str]]:
+    """One row per (policy, opponent): the evaluation summary of `games` games."""
+    rows = []
+    for opponent, prob in OPPONENTS.items():
+        env = rlve.load_environment(
+            "tictactoe",
+            num_examples=games,
+            seed=seed,
+            min_random_move_prob=prob,
+            max_random_move_prob=prob,
+        )
+        for name, policy in BASELINES.items():
+            summary = rlve.evaluate(env, ScriptedEngine(policy), games, seed=seed).summary
+            rows.append({"policy": name, "opponent": opponent, **summary})
+    return rows
+
+
+def format_table(rows: list[dict[str, float | str]]) -> str:
+    header = f"{'policy':<20} {'opponent':<8} {'win/draw/loss %':>16} {'format %':>9} "
+    header += f"{'invalid %':>10} {'reward':>7}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        wdl = "/".join(f"{100 * r[k]:.0f}" for k in ("game/win", "game/draw", "game/loss"))
+        lines.append(
+            f"{r['policy']:<20} {r['opponent']:<8} {wdl:>16} {100 * r['game/format']:>9.1f} "
+            f"{100 * r['game/invalid']:>10.1f} {r['reward/mean']:>7.3f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--games", type=int, default=200, help="games per policy and opponent")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(f"Tic-tac-toe baselines: scripted policies as X, {args.games} games each.\n")
+    print(format_table(baseline_table(args.games, args.seed)))
+
+
+if __name__ == "__main__":
+    main()
