@@ -9,6 +9,7 @@ environments (e.g. `rlve-gym/<Identifier>`) plug in as sources that list and loa
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 from collections.abc import Callable, Iterable
@@ -75,28 +76,29 @@ def _check_kwargs(name: str, loader: Callable, kwargs: dict) -> None:
         )
 
 
-def load_environment(name: str, **kwargs) -> Environment:
-    """The environment called `name`, built with `kwargs`; unknown names list the close matches."""
+def _loader(name: str) -> Callable[..., Environment]:
     for source in _SOURCES:
         if name.startswith(source.prefix):
-            return source.load(name, **kwargs)
-    installed = _installed()
+            return functools.partial(source.load, name)
     if name in BUILTIN:
-        loader = _import(BUILTIN[name])
-    elif name in installed:
-        loader = installed[name].load()  # type: ignore[attr-defined]
-    else:
-        known = list_environments()
-        close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
-        hint = f"; did you mean {close}?" if close else ""
-        raise KeyError(
-            f"unknown environment {name!r}{hint} ({len(known)} known: see list_environments())"
-        )
-    if isinstance(loader, type) and issubclass(loader, Environment):
-        env = loader(**kwargs)
-    else:
+        return _import(BUILTIN[name])
+    installed = _installed()
+    if name in installed:
+        return installed[name].load()  # type: ignore[attr-defined]
+    known = list_environments()
+    close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+    hint = f"; did you mean {close}?" if close else ""
+    raise ValueError(
+        f"unknown environment {name!r}{hint} ({len(known)} known: see list_environments())"
+    )
+
+
+def load_environment(name: str, **kwargs) -> Environment:
+    """The environment called `name`, built with `kwargs`; unknown names list the close matches."""
+    loader = _loader(name)
+    if not isinstance(loader, functools.partial):
         _check_kwargs(name, loader, kwargs)
-        env = loader(**kwargs)
+    env = loader(**kwargs)
     if not isinstance(env, Environment):
         raise TypeError(f"the loader of {name!r} returned {type(env).__name__}, not an Environment")
     env.name = name

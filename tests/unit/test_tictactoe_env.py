@@ -1,0 +1,151 @@
+import asyncio
+
+import pytest
+
+import rlve
+from rlve.envs.tictactoe import minimax_policy, random_policy
+from rlve.envs.tictactoe.game import parse_board
+from rlve.rollout import ScriptedEngine
+
+
+def tictactoe(prob_low, prob_high=None, **kwargs):
+    prob_high = prob_low if prob_high is None else prob_high
+    return rlve.load_environment(
+        "tictactoe", min_random_move_prob=prob_low, max_random_move_prob=prob_high, **kwargs
+    )
+
+
+def hello(messages):
+    return "hello"
+
+
+def first_free_cell(messages):
+    board = parse_board(messages[-1]["content"])
+    return f"<think>first free</think><move>{board.index(' ')}</move>"
+
+
+@pytest.mark.parametrize(
+    ("policy", "opponent", "expect"),
+    [
+        (minimax_policy, 0.0, {"game/draw": 1.0, "game/invalid": 0.0, "reward/mean": 0.7}),
+        (minimax_policy, 1.0, {"game/loss": 0.0, "game/invalid": 0.0}),
+        (random_policy, 0.0, {"game/win": 0.0}),
+        (hello, 0.0, {"reward/mean": -0.1, "reward/std": 0.0, "stop/max_turns_reached": 1.0}),
+    ],
+)
+def test_baselines_over_200_games(policy, opponent, expect):
+    env = tictactoe(opponent, num_examples=200)
+    summary = rlve.evaluate(env, ScriptedEngine(policy), 200, seed=0).summary
+    assert {k: summary.get(k) for k in expect} == pytest.approx(expect, abs=1e-12)
+
+
+def test_minimax_beats_a_random_opponent_most_of_the_time():
+    summary = rlve.evaluate(tictactoe(1.0), ScriptedEngine(minimax_policy), 200).summary
+    # measured: 94% wins, 6% draws (seed 0); a perfect player never loses
+    assert summary["game/win"] > 0.85 and summary["game/loss"] == 0.0
+
+
+def test_two_evaluations_with_the_same_seed_are_identical():
+    env = tictactoe(0.2, 0.7, num_groups=4)
+    runs = [rlve.evaluate(env, ScriptedEngine(random_policy), 20, 4, seed=3) for _ in range(2)]
+    assert runs[0].summary == runs[1].summary
+    flat = [[t.completion for g in r.groups for t in g.trajectories] for r in runs]
+    assert flat[0] == flat[1]
+    other = rlve.evaluate(env, ScriptedEngine(random_policy), 20, 4, seed=4)
+    assert [t.completion for g in other.groups for t in g.trajectories] != flat[0]
+
+
+def test_equal_positions_get_equal_replies_within_a_group():
+    # A purely random opponent and a deterministic player: every rollout of an example reaches the
+    # same positions, so the seeded opponent must answer identically and the games coincide.
+    env = tictactoe(1.0, num_examples=10)
+    result = rlve.evaluate(env, ScriptedEngine(first_free_cell), 10, rollouts_per_example=8)
+    games = []
+    for group in result.groups:
+        completions = [t.completion for t in group.trajectories]
+        assert all(c == completions[0] for c in completions)
+        games.append(completions[0])
+    assert len({str(g) for g in games}) > 1  # different examples, different opponents
+
+
+def test_who_starts_is_decided_per_example_about_half_each():
+    env = tictactoe(0.0, num_examples=200)
+    starts = [env.example(i).info["opponent_starts"] for i in range(200)]
+    assert 80 <= sum(starts) <= 120
+    for i in range(20):
+        example = env.example(i)
+        board = parse_board(example.prompt[-1]["content"])
+        assert board.count("O") == int(example.info["opponent_starts"]) and board.count("X") == 0
+
+
+def test_random_move_probability_is_stratified_over_buckets():
+    env = tictactoe(0.2, 0.6, num_examples=40, num_groups=4)
+    for i in range(40):
+        prob = env.example(i).info["random_move_prob"]
+        low = 0.2 + (i % 4) * 0.1
+        assert low <= prob <= low + 0.1
+
+
+def test_dataset_depends_only_on_its_seed():
+    a = tictactoe(0.2, 0.7, num_examples=5, seed=1)
+    b = tictactoe(0.2, 0.7, num_examples=5, seed=1)
+    c = tictactoe(0.2, 0.7, num_examples=5, seed=2)
+    assert a.dataset.to_list() == b.dataset.to_list() != c.dataset.to_list()
+
+
+def test_invalid_move_is_explained_and_the_game_goes_on():
+    env = tictactoe(0.0, num_examples=50)
+    index = next(i for i in range(50) if env.example(i).info["opponent_starts"])
+    board = parse_board(env.example(index).prompt[-1]["content"])
+    taken = board.index("O")
+    answers = iter([f"<move>{taken}</move>", "<move>9</move>", "no move here"])
+
+    def policy(messages):
+        return next(answers, None) or minimax_policy(messages)
+
+    env.dataset = env.dataset.select([index])
+    env._examples = None
+    (group,) = rlve.evaluate(env, ScriptedEngine(policy), 1).groups
+    t = group.trajectories[0]
+    replies = [m["content"] for m in t.completion if m["role"] == "user"]
+    assert replies[0].startswith(f"Invalid move: cell {taken} is already taken by O.")
+    assert replies[1].startswith("Invalid move: cell 9 is out of range")
+    assert replies[2].startswith("Invalid move: no move found")
+    assert t.metrics["game/invalid"] == 1.0 and t.metrics["game/invalid_moves"] == 3.0
+    # a draw after three invalid answers: 0.5 + 0.2 * (format share) - 0.1
+    share = t.metrics["game/format"]
+    assert t.reward == pytest.approx(0.5 + 0.2 * share - 0.1)
+    assert t.metrics["game/draw"] == 1.0
+
+
+def test_a_clean_win_scores_the_maximum_1_2():
+    env = tictactoe(1.0, num_examples=200)
+    result = rlve.evaluate(env, ScriptedEngine(minimax_policy), 200)
+    wins = [t for g in result.groups for t in g.trajectories if t.metrics["game/win"] == 1.0]
+    assert wins and all(t.reward == pytest.approx(1.2) for t in wins)
+    assert all(t.stop_reason == "game_over" for t in wins)
+    assert wins[0].completion[-1]["content"].startswith("You win!")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"min_random_move_prob": 0.8, "max_random_move_prob": 0.2}, "min_random_move_prob"),
+        ({"min_random_move_prob": -0.1}, r"min_random_move_prob must be a probability in \[0, 1\]"),
+        ({"max_random_move_prob": 1.5}, r"max_random_move_prob must be a probability in \[0, 1\]"),
+        ({"num_groups": 0}, "num_groups must be an integer >= 1, got 0"),
+        ({"max_turns": 0}, "max_turns must be an integer >= 1"),
+    ],
+)
+def test_bad_arguments_name_the_argument_and_the_range(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        rlve.load_environment("tictactoe", **kwargs)
+
+
+def test_opening_board_of_the_prompt_matches_the_state_replay():
+    env = tictactoe(0.5, num_examples=30)
+    for i in range(30):
+        example = env.example(i)
+        state = env.initial_state(example)
+        asyncio.run(env.setup_state(state))
+        assert state["board"] == parse_board(example.prompt[-1]["content"])
