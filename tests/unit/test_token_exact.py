@@ -29,7 +29,9 @@ def test_tokens_are_prompt_then_sampled_turns_then_masked_replies(tiny_tokenizer
         assert [i for i, m in enumerate(mask) if m] == sorted(sampled)
         # between two turns: only the environment's reply, rendered by the chat template
         replies = [m["content"] for m in t.completion if m["role"] == "user"]
-        for (_, end), (next_start, _), reply in zip(t.turn_spans, t.turn_spans[1:], replies):
+        for (_, end), (next_start, _), reply in zip(
+            t.turn_spans, t.turn_spans[1:], replies, strict=False
+        ):
             bridge = tok.decode(ids[end:next_start])
             assert bridge == f"\n<|im_start|>user\n{reply}<|im_end|>\n<|im_start|>assistant\n"
         # the trajectory ends on the last sampled token: the final reply is text only
@@ -80,6 +82,8 @@ def test_sampled_tokens_are_kept_even_when_retokenizing_would_differ(tiny_tokeni
         assert t.token_ids[start:end] == [tok.convert_tokens_to_ids(c) for c in text] + [2]
         assert t.sampler_logprobs[start:end] == [-0.5] * (end - start)
     # each request's prompt is the previous request's prompt + its sample + the reply tokens
-    for previous, current, (start, end) in zip(engine.calls, engine.calls[1:], t.turn_spans):
+    for previous, current, (start, end) in zip(
+        engine.calls, engine.calls[1:], t.turn_spans, strict=False
+    ):
         assert current[: len(previous)] == previous
         assert current[len(previous) : len(previous) + end - start] == t.token_ids[start:end]
