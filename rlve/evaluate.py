@@ -63,6 +63,7 @@ async def evaluate_async(
     progress: bool = False,
 ) -> EvalResult:
     sampling = sampling or SamplingConfig().with_overrides(**env.sampling)
+    max_seq_len = max_seq_len or getattr(engine, "max_seq_len", None)
     settings = EpisodeSettings(
         sampling=sampling, max_seq_len=max_seq_len, time_limit_s=time_limit_s
     )

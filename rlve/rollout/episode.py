@@ -101,13 +101,17 @@ async def _turns(env, engine, record: EpisodeRecord, settings: EpisodeSettings, 
         reason = await env.check_stop(state)
         if reason is not None:
             return reason
+        reply_ids: list[int] = []
         if chat is not None and record.pending_reply:
             last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
-            record.append(chat.reply_ids(last_ids, record.pending_reply), 0)
-        record.pending_reply = []
-        sampling = _turn_sampling(settings, record, seed, state["turn"])
+            reply_ids = chat.reply_ids(last_ids, record.pending_reply)
+        sampling = _turn_sampling(
+            settings, len(record.token_ids) + len(reply_ids), seed, state["turn"]
+        )
         if sampling is None:
             return "context_length"
+        record.append(reply_ids, 0)
+        record.pending_reply = []
         request = GenerationRequest(
             messages=messages,
             sampling=sampling,
@@ -137,13 +141,14 @@ async def _turns(env, engine, record: EpisodeRecord, settings: EpisodeSettings, 
 
 
 def _turn_sampling(
-    settings: EpisodeSettings, record: EpisodeRecord, seed: int, turn: int
+    settings: EpisodeSettings, prompt_len: int, seed: int, turn: int
 ) -> SamplingConfig | None:
-    """This turn's sampling settings: its own seed, max_tokens cut to the room that is left."""
+    """This turn's sampling settings: its own seed, max_tokens cut to the room that is left
+    (None when not even one token fits)."""
     sampling = settings.sampling.with_overrides(seed=seed * 1000 + turn)
-    if settings.max_seq_len is None or not record.token_ids:
+    if settings.max_seq_len is None or prompt_len == 0:
         return sampling
-    room = settings.max_seq_len - len(record.token_ids)
+    room = settings.max_seq_len - prompt_len
     if room < 1:
         return None
     return sampling.with_overrides(max_tokens=min(sampling.max_tokens, room))

