@@ -38,14 +38,16 @@ class EvalResult:
         tmp.replace(path)
 
 
-def evaluation_jobs(env: Environment, num_examples: int, seed: int) -> list[GroupJob]:
+def evaluation_jobs(
+    env: Environment, num_examples: int, seed: int, sampling: SamplingConfig | None = None
+) -> list[GroupJob]:
     """`num_examples` examples drawn without replacement (cycling past the dataset's end)."""
     if num_examples < 1:
         raise ValueError(f"num_examples must be >= 1, got {num_examples}")
     order = list(range(len(env)))
     random.Random(seed).shuffle(order)
     return [
-        GroupJob(env.example(order[i % len(order)]), seed=seed * 100_003 + i)
+        GroupJob(env, env.example(order[i % len(order)]), seed * 100_003 + i, sampling)
         for i in range(num_examples)
     ]
 
@@ -62,14 +64,11 @@ async def evaluate_async(
     max_seq_len: int | None = None,
     progress: bool = False,
 ) -> EvalResult:
-    sampling = sampling or SamplingConfig().with_overrides(**env.sampling)
     max_seq_len = max_seq_len or getattr(engine, "max_seq_len", None)
-    settings = EpisodeSettings(
-        sampling=sampling, max_seq_len=max_seq_len, time_limit_s=time_limit_s
-    )
-    jobs = evaluation_jobs(env, num_examples, seed)
+    settings = EpisodeSettings(max_seq_len=max_seq_len, time_limit_s=time_limit_s)
+    jobs = evaluation_jobs(env, num_examples, seed, sampling)
     groups = await play_groups(
-        env, engine, jobs, rollouts_per_example, settings, max_concurrent, progress
+        engine, jobs, rollouts_per_example, settings, max_concurrent, progress
     )
     return EvalResult(summary=summarize(groups), groups=groups)
 

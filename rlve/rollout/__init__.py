@@ -3,7 +3,7 @@
 from rlve.rollout.chat_tokens import ChatTokens
 from rlve.rollout.engine import Engine, Generation, GenerationRequest, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings, play_episode
-from rlve.rollout.runner import GroupJob, play_group, play_groups
+from rlve.rollout.runner import GroupJob, env_sampling, play_group, play_groups
 from rlve.rollout.scripted import ScriptedEngine
 from rlve.rollout.summary import summarize
 
@@ -16,6 +16,7 @@ __all__ = [
     "GroupJob",
     "SamplingConfig",
     "ScriptedEngine",
+    "env_sampling",
     "play_episode",
     "play_group",
     "play_groups",

@@ -47,7 +47,6 @@ class EpisodeRecord:
 class EpisodeSettings:
     """How episodes are played, apart from the environment's own rules."""
 
-    sampling: SamplingConfig = SamplingConfig()
     max_seq_len: int | None = None
     """longest token sequence of an episode; a turn that would not fit ends it ('context_length')"""
     time_limit_s: float | None = None
@@ -58,6 +57,7 @@ async def play_episode(
     env: Environment,
     engine: Engine,
     example: Example,
+    sampling: SamplingConfig,
     settings: EpisodeSettings,
     seed: int,
 ) -> tuple[Trajectory, State]:
@@ -68,10 +68,10 @@ async def play_episode(
     try:
         await env.setup_state(state)
         if settings.time_limit_s is None:
-            reason = await _turns(env, engine, record, settings, seed)
+            reason = await _turns(env, engine, record, sampling, settings, seed)
         else:
             reason = await asyncio.wait_for(
-                _turns(env, engine, record, settings, seed), settings.time_limit_s
+                _turns(env, engine, record, sampling, settings, seed), settings.time_limit_s
             )
     except TimeoutError:
         reason = "timeout"
@@ -92,7 +92,10 @@ class EnvironmentFailure(Exception):
     """The environment's own code raised while answering a turn."""
 
 
-async def _turns(env, engine, record: EpisodeRecord, settings: EpisodeSettings, seed: int) -> str:
+async def _turns(
+    env, engine, record: EpisodeRecord, sampling: SamplingConfig, settings: EpisodeSettings,
+    seed: int,
+) -> str:  # fmt: skip
     state, messages = record.state, record.messages
     chat = ChatTokens(engine.tokenizer, env.tool_schemas) if engine.tokenizer is not None else None
     if chat is not None:
@@ -105,16 +108,16 @@ async def _turns(env, engine, record: EpisodeRecord, settings: EpisodeSettings, 
         if chat is not None and record.pending_reply:
             last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
             reply_ids = chat.reply_ids(last_ids, record.pending_reply)
-        sampling = _turn_sampling(
-            settings, len(record.token_ids) + len(reply_ids), seed, state["turn"]
+        turn_sampling = _turn_sampling(
+            sampling, settings, len(record.token_ids) + len(reply_ids), seed, state["turn"]
         )
-        if sampling is None:
+        if turn_sampling is None:
             return "context_length"
         record.append(reply_ids, 0)
         record.pending_reply = []
         request = GenerationRequest(
             messages=messages,
-            sampling=sampling,
+            sampling=turn_sampling,
             prompt_ids=list(record.token_ids) if chat is not None else None,
             tools=env.tool_schemas,
         )
@@ -141,11 +144,11 @@ async def _turns(env, engine, record: EpisodeRecord, settings: EpisodeSettings, 
 
 
 def _turn_sampling(
-    settings: EpisodeSettings, prompt_len: int, seed: int, turn: int
+    sampling: SamplingConfig, settings: EpisodeSettings, prompt_len: int, seed: int, turn: int
 ) -> SamplingConfig | None:
     """This turn's sampling settings: its own seed, max_tokens cut to the room that is left
     (None when not even one token fits)."""
-    sampling = settings.sampling.with_overrides(seed=seed * 1000 + turn)
+    sampling = sampling.with_overrides(seed=seed * 1000 + turn)
     if settings.max_seq_len is None or prompt_len == 0:
         return sampling
     room = settings.max_seq_len - prompt_len

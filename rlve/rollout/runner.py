@@ -14,17 +14,25 @@ from dataclasses import dataclass
 from tqdm.auto import tqdm
 
 from rlve.envs.base import Environment
-from rlve.rollout.engine import Engine
+from rlve.rollout.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings, play_episode
 from rlve.types import Example, RolloutGroup
 
 
 @dataclass(frozen=True)
 class GroupJob:
-    """One group to play: the example and the seed its rollouts derive their seeds from."""
+    """One group to play: the environment, the example, and the seed its rollouts derive their
+    seeds from. `sampling` None means the environment's defaults (`env_sampling`)."""
 
+    env: Environment
     example: Example
     seed: int
+    sampling: SamplingConfig | None = None
+
+
+def env_sampling(env: Environment, **overrides) -> SamplingConfig:
+    """The defaults, then the environment's own settings, then `overrides` (None skips)."""
+    return SamplingConfig().with_overrides(**env.sampling).with_overrides(**overrides)
 
 
 def rollout_seed(group_seed: int, rollout_index: int) -> int:
@@ -33,7 +41,6 @@ def rollout_seed(group_seed: int, rollout_index: int) -> int:
 
 
 async def play_group(
-    env: Environment,
     engine: Engine,
     job: GroupJob,
     group_size: int,
@@ -41,12 +48,13 @@ async def play_group(
     limit: asyncio.Semaphore,
 ) -> RolloutGroup:
     """Play `group_size` episodes of one example and score them as a group."""
+    env = job.env
+    sampling = job.sampling or env_sampling(env)
 
     async def one(index: int):
         async with limit:
-            return await play_episode(
-                env, engine, job.example, settings, rollout_seed(job.seed, index)
-            )
+            seed = rollout_seed(job.seed, index)
+            return await play_episode(env, engine, job.example, sampling, settings, seed)
 
     played = await asyncio.gather(*(one(i) for i in range(group_size)))
     trajectories = [t for t, _ in played]
@@ -73,7 +81,6 @@ async def play_group(
 
 
 async def play_groups(
-    env: Environment,
     engine: Engine,
     jobs: Sequence[GroupJob],
     group_size: int,
@@ -88,10 +95,9 @@ async def play_groups(
         raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
     limit = asyncio.Semaphore(max_concurrent)
     tasks = [
-        asyncio.ensure_future(play_group(env, engine, job, group_size, settings, limit))
-        for job in jobs
+        asyncio.ensure_future(play_group(engine, job, group_size, settings, limit)) for job in jobs
     ]
-    bar = tqdm(total=len(tasks), desc=f"{env.name} groups", disable=not progress, leave=False)
+    bar = tqdm(total=len(tasks), desc="rollout groups", disable=not progress, leave=False)
     try:
         for finished in asyncio.as_completed(tasks):
             await finished

@@ -28,8 +28,8 @@ class CountingEnv(MultiTurnEnv):
 
 
 def run(env, engine, n_examples=1, group_size=1, **settings):
-    jobs = [GroupJob(env.example(i), seed=i) for i in range(n_examples)]
-    return asyncio.run(play_groups(env, engine, jobs, group_size, EpisodeSettings(**settings)))
+    jobs = [GroupJob(env, env.example(i), seed=i) for i in range(n_examples)]
+    return asyncio.run(play_groups(engine, jobs, group_size, EpisodeSettings(**settings)))
 
 
 def test_dataset_has_the_four_columns_and_the_system_prompt():
@@ -129,8 +129,8 @@ class InFlightEngine:
 def test_concurrency_limit_bounds_episodes_in_flight():
     engine = InFlightEngine()
     env = CountingEnv(max_turns=2)
-    jobs = [GroupJob(env.example(i), seed=i) for i in range(4)]
-    groups = asyncio.run(play_groups(env, engine, jobs, 3, max_concurrent=2))
+    jobs = [GroupJob(env, env.example(i), seed=i) for i in range(4)]
+    groups = asyncio.run(play_groups(engine, jobs, 3, max_concurrent=2))
     assert engine.peak == 2
     assert [len(g.trajectories) for g in groups] == [3, 3, 3, 3]
     assert [g.example_id for g in groups] == [0, 1, 2, 3]

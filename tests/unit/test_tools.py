@@ -29,9 +29,9 @@ def call(name, **arguments):
 
 
 def play(env, policy, **settings):
-    jobs = [GroupJob(env.example(0), seed=0)]
+    jobs = [GroupJob(env, env.example(0), seed=0)]
     (group,) = asyncio.run(
-        play_groups(env, ScriptedEngine(policy), jobs, 1, EpisodeSettings(**settings))
+        play_groups(ScriptedEngine(policy), jobs, 1, EpisodeSettings(**settings))
     )
     return group.trajectories[0]
 
