@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # tensors only appear in annotations; importing types.py stays torch-free
+    from torch import Tensor
 
 Message = dict[str, Any]
 """One chat message, OpenAI style: {"role": ..., "content": ...} (tool calls as extra keys)."""
@@ -95,3 +98,44 @@ class RolloutGroup:
         """False when every rollout got the same reward (no group-relative learning signal)."""
         rewards = self.rewards
         return any(r != rewards[0] for r in rewards)
+
+
+@dataclass
+class MicroBatch:
+    """One forward/backward pass of the trainer: right-padded rows of token ids.
+
+    Every tensor is [B, T] and aligned with `input_ids`: position t describes token t (its loss
+    mask, its advantage, the sampler's log-prob of it). Padding has attention 0, loss mask 0.
+    """
+
+    input_ids: Tensor
+    """[B, T] long token ids, padded on the right"""
+    attention_mask: Tensor
+    """[B, T] long, 1 on real tokens"""
+    loss_mask: Tensor
+    """[B, T] bool, True on the tokens that are trained on (sampled / assistant tokens)"""
+    advantages: Tensor
+    """[B, T] float32, the sequence's advantage on its masked tokens and 0 elsewhere"""
+    sampler_logprobs: Tensor | None
+    """[B, T] float32 sampler log-probs (0 off the mask); None when a row has none"""
+    sequence_index: list[int]
+    """for each row, the position of its sequence in the list the batch was built from"""
+    old_logprobs: Tensor | None = None
+    """[B, T] log-probs under the weights before this step, filled by the trainer when needed"""
+    ref_logprobs: Tensor | None = None
+    """[B, T] log-probs under the reference model, filled by the trainer when kl_beta > 0"""
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return int(self.loss_mask.sum().item())
+
+
+@dataclass
+class TrainBatch:
+    """One optimizer step's sequences, packed into micro-batches by a token budget."""
+
+    micro_batches: list[MicroBatch]
+    num_sequences: int
+    """sequences over all micro-batches (GRPO scales each micro-batch by its share of these)"""
+    num_loss_tokens: int
+    """masked tokens over all micro-batches: the token-level losses' denominator"""

@@ -16,7 +16,7 @@ from datasets import Dataset
 
 from rlve.envs.parsers import Parser
 from rlve.envs.rubric import Rubric
-from rlve.types import Example, Message
+from rlve.types import Example, Message, Trajectory
 
 State = dict[str, Any]
 
@@ -96,6 +96,8 @@ class Environment:
         """Default sampling settings of this environment (e.g. max_tokens); config overrides."""
         self.tool_schemas = tools
         """JSON schemas of the tools, passed to the chat template; None without tools."""
+        self.passing_reward = 1.0
+        """the reward at which a rollout counts as solved (see `accuracy`)"""
         self._examples: list[Example] | None = None
         self._stops = self._collect_stops()
 
@@ -145,6 +147,11 @@ class Environment:
     def episode_metrics(self, state: State) -> dict[str, float]:
         """Extra per-episode metrics (e.g. `game/win`) read from the final state."""
         return {}
+
+    def accuracy(self, trajectory: Trajectory) -> float:
+        """1.0 when a scored rollout counts as solved (what the curriculum counts), else 0.0.
+        Default: its reward reaches `passing_reward`."""
+        return float(trajectory.reward >= self.passing_reward)
 
     def end_episode(self, state: State, reason: str = "env_done") -> None:
         """Called by `env_response` when its reply is the last message of the episode."""

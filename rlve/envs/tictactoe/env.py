@@ -41,7 +41,7 @@ from rlve.envs.tictactoe.prompts import (
     opponent_played_status,
     turn_message,
 )
-from rlve.types import Message
+from rlve.types import Message, Trajectory
 
 INVALID_MOVE_PENALTY = -0.1
 
@@ -143,6 +143,10 @@ class TicTacToeEnv(MultiTurnEnv):
         state["result"] = {X_MARK: "win", O_MARK: "loss", None: "draw"}[mark]
         self.end_episode(state, "game_over")
         return True
+
+    def accuracy(self, trajectory: Trajectory) -> float:
+        """A game counts as solved when the model did not lose it (a win or a draw)."""
+        return float(trajectory.metrics.get("game/win", 0) + trajectory.metrics.get("game/draw", 0))
 
     def episode_metrics(self, state: State) -> dict[str, float]:
         result = state.get("result")

@@ -1,0 +1,116 @@
+"""Per-token log-probs and entropies of the taken tokens at the sampling temperature.
+
+The sampler (vLLM with processed log-probs) samples from softmax(logits / T), so the trainer's
+log-probs must be log_softmax(logits / T) too, or every importance ratio is off. The vocabulary
+projection runs in chunks of tokens, each recomputed in the backward pass, so [tokens, vocab]
+logits (151,936 wide for Qwen3) never exist for a whole micro-batch at once; and it runs only on
+the positions whose next token is trained on, which skips every prompt token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+
+def _chunk_logprobs(
+    features: Tensor, targets: Tensor, head: Callable[[Tensor], Tensor], temperature: float
+) -> tuple[Tensor, Tensor]:
+    logits = head(features).float() / temperature  # fp32 softmax even for bf16 weights
+    logp_all = torch.log_softmax(logits, dim=-1)
+    taken = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    # entropy is a metric only: no graph kept for it
+    entropy = -(logp_all.detach().exp() * logp_all.detach()).sum(-1)
+    return taken, entropy
+
+
+def token_logprobs(
+    features: Tensor,
+    targets: Tensor,
+    *,
+    head: Callable[[Tensor], Tensor] | None = None,
+    temperature: float = 1.0,
+    chunk_tokens: int = 1024,
+) -> tuple[Tensor, Tensor]:
+    """log pi_T(target) and the entropy of pi_T per token, pi_T = softmax(head(features) / T).
+
+    Args:
+        features: [N, D] hidden states (with `head`, e.g. the lm_head) or logits [N, V] (no head).
+        targets: [N] long, the token taken at each position.
+        temperature: T > 0, the sampling temperature.
+        chunk_tokens: rows per chunk; with gradients on, each chunk is recomputed in backward,
+            so only one chunk's [chunk, V] logits are alive at a time.
+
+    Returns:
+        (logp [N], entropy [N]) in float32; entropy = -sum_v pi_T(v) log pi_T(v), detached.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
+    if features.shape[:1] != targets.shape:
+        raise ValueError(f"features {tuple(features.shape)} and targets {tuple(targets.shape)}")
+    apply_head = head if head is not None else nn.Identity()
+    recompute = torch.is_grad_enabled() and features.requires_grad
+    taken, entropies = [], []
+    for start in range(0, features.shape[0], chunk_tokens):
+        chunk = (features[start : start + chunk_tokens], targets[start : start + chunk_tokens])
+        if recompute:
+            logp, entropy = checkpoint(
+                _chunk_logprobs, *chunk, apply_head, temperature, use_reentrant=False
+            )
+        else:
+            logp, entropy = _chunk_logprobs(*chunk, apply_head, temperature)
+        taken.append(logp)
+        entropies.append(entropy)
+    if not taken:
+        empty = features.new_zeros(0, dtype=torch.float32)
+        return empty, empty
+    return torch.cat(taken), torch.cat(entropies)
+
+
+def sequence_logprobs(
+    causal_lm: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    loss_mask: Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_tokens: int = 1024,
+) -> tuple[Tensor, Tensor]:
+    """Log-prob and entropy of each trained token of a right-padded batch.
+
+    Runs the model's decoder once, then the output head on the hidden state before every token
+    where `loss_mask` is True (position t - 1 predicts token t). Assumes logits = lm_head(hidden),
+    true of Qwen/Llama/Mistral; models that soft-cap or scale logits are not supported.
+
+    Args:
+        causal_lm: a transformers causal LM (a peft model's base model has its LoRA layers).
+        input_ids, attention_mask: [B, T] long.
+        loss_mask: [B, T] bool, never True at t = 0.
+
+    Returns:
+        (logp [B, T], entropy [B, T]) float32, 0 where `loss_mask` is False.
+    """
+    if bool(loss_mask[:, 0].any()):
+        raise ValueError("loss_mask is True on the first token, which no earlier token predicts")
+    decoder = causal_lm.get_decoder()
+    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    predicts_trained = torch.zeros_like(loss_mask)
+    predicts_trained[:, :-1] = loss_mask[:, 1:]  # hidden[t - 1] predicts token t
+    logp, entropy = token_logprobs(
+        hidden[predicts_trained],
+        input_ids[loss_mask],
+        head=causal_lm.get_output_embeddings(),
+        temperature=temperature,
+        chunk_tokens=chunk_tokens,
+    )
+    logp_full = torch.zeros(loss_mask.shape, dtype=torch.float32, device=input_ids.device)
+    entropy_full = torch.zeros_like(logp_full)
+    # boolean-mask order is row-major on both sides, so values land on their own tokens
+    logp_full = logp_full.masked_scatter(loss_mask, logp)
+    entropy_full[loss_mask] = entropy
+    return logp_full, entropy_full

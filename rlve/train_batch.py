@@ -1,0 +1,200 @@
+"""Rollout groups -> checked training sequences -> micro-batches packed by a token budget.
+
+Sequences are sorted longest first and packed greedily, so each micro-batch holds sequences of
+similar length and little padding; rows x padded length stays within the budget. A sequence
+longer than the budget on its own gets a micro-batch of its own (and a warning): refusing it
+would stop an RL run over one long rollout, and the budget is a throughput knob, not a hard limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from rlve.algorithms import group_advantages
+from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainSequence:
+    """One sequence to train on: token ids, which of them to train, and its advantage."""
+
+    token_ids: list[int]
+    loss_mask: list[int]
+    """1 on trained tokens; never 1 on the first token (nothing predicts it)"""
+    advantage: float = 0.0
+    sampler_logprobs: list[float] | None = None
+    """the sampler's log-prob of every token (0.0 off the mask), or None"""
+    weight_version: int = 0
+    """weights version that sampled it; older than the trainer's means off-policy"""
+
+
+@dataclass(frozen=True)
+class GroupSequences:
+    """What `sequences_from_groups` made of a list of groups."""
+
+    sequences: list[TrainSequence]
+    skipped_groups: int
+    """groups left out because of bad input (each one logged with its reason)"""
+
+
+def check_sequence(token_ids: Sequence[int], loss_mask: Sequence[int]) -> str | None:
+    """Why a (token_ids, loss_mask) pair cannot be trained on, or None when it can."""
+    if not token_ids:
+        return "no token ids (a text-only engine cannot train)"
+    if len(loss_mask) != len(token_ids):
+        return f"loss_mask has {len(loss_mask)} entries for {len(token_ids)} tokens"
+    if any(m not in (0, 1) for m in loss_mask):
+        return "loss_mask holds values other than 0 and 1"
+    if loss_mask[0]:
+        return "loss_mask is 1 on the first token, which no earlier token predicts"
+    return None
+
+
+def _trajectory_problem(trajectory: Trajectory, needs_sampler_logprobs: bool) -> str | None:
+    problem = check_sequence(trajectory.token_ids, trajectory.loss_mask)
+    if problem:
+        return problem
+    if not math.isfinite(trajectory.reward):
+        return f"reward is {trajectory.reward}"
+    logprobs = trajectory.sampler_logprobs
+    if not logprobs:
+        return "no sampler log-probs, and tis_cap needs them" if needs_sampler_logprobs else None
+    if len(logprobs) != len(trajectory.token_ids):
+        return f"{len(logprobs)} sampler log-probs for {len(trajectory.token_ids)} tokens"
+    if not all(
+        math.isfinite(lp) for lp, m in zip(logprobs, trajectory.loss_mask, strict=True) if m
+    ):
+        return "a sampler log-prob of a sampled token is not finite"
+    return None
+
+
+def _group_problem(group: RolloutGroup, needs_sampler_logprobs: bool) -> str | None:
+    if not group.trajectories:
+        return "the group is empty"
+    for index, trajectory in enumerate(group.trajectories):
+        problem = _trajectory_problem(trajectory, needs_sampler_logprobs)
+        if problem:
+            return f"trajectory {index}: {problem}"
+    if all(t.num_sampled_tokens == 0 for t in group.trajectories):
+        return "no trajectory has a sampled token"
+    return None
+
+
+def sequences_from_groups(
+    groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False
+) -> GroupSequences:
+    """Checks each group, computes its advantages (`group_advantages`) and returns one
+    `TrainSequence` per trajectory with sampled tokens.
+
+    A group with bad input (empty, non-finite reward or sampler log-prob, mismatched lengths, no
+    sampled token at all) is skipped, logged and counted. A trajectory without sampled tokens
+    still counts in its group's mean reward but is not trained on (it has no token to learn on).
+    """
+    sequences: list[TrainSequence] = []
+    skipped = 0
+    for group in groups:
+        problem = _group_problem(group, needs_sampler_logprobs)
+        if problem:
+            logger.warning(
+                "skipping group (example %s, %s): %s", group.example_id, group.env_name, problem
+            )
+            skipped += 1
+            continue
+        rewards = torch.tensor([group.rewards], dtype=torch.float64)
+        advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
+        for trajectory, advantage in zip(group.trajectories, advantages, strict=True):
+            if trajectory.num_sampled_tokens == 0:
+                continue
+            sequences.append(
+                TrainSequence(
+                    token_ids=list(trajectory.token_ids),
+                    loss_mask=list(trajectory.loss_mask),
+                    advantage=float(advantage),
+                    sampler_logprobs=list(trajectory.sampler_logprobs) or None,
+                    weight_version=trajectory.weight_version,
+                )
+            )
+    return GroupSequences(sequences=sequences, skipped_groups=skipped)
+
+
+def pack_by_token_budget(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices of `lengths` grouped into micro-batches whose rows x longest row <= max_tokens.
+
+    Longest first (ties by index, so the packing is deterministic); each micro-batch starts with
+    its longest sequence, which fixes its padded length, and takes the next ones while
+    (rows + 1) x that length fits. A sequence longer than max_tokens gets its own micro-batch.
+    Example: lengths [3, 5, 2, 5], max_tokens 10 -> [[1, 3], [0, 2]] (5+5 padded = 10; 3+3 = 6).
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    for index in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(index)
+            continue
+        if lengths[index] > max_tokens:
+            logger.warning(
+                "a sequence of %d tokens exceeds max_tokens_per_microbatch=%d; it gets a "
+                "micro-batch of its own",
+                lengths[index],
+                max_tokens,
+            )
+        batches.append([index])
+    return batches
+
+
+def _padded_rows(rows: list[list[float]], width: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor([row + [0] * (width - len(row)) for row in rows], dtype=dtype)
+
+
+def build_micro_batch(
+    sequences: Sequence[TrainSequence], indices: list[int], pad_token_id: int
+) -> MicroBatch:
+    """Right-pads the sequences at `indices` into one `MicroBatch` ([B, T] tensors)."""
+    chosen = [sequences[i] for i in indices]
+    width = max(len(s.token_ids) for s in chosen)
+    input_ids = torch.full((len(chosen), width), pad_token_id, dtype=torch.long)
+    for row, sequence in enumerate(chosen):
+        input_ids[row, : len(sequence.token_ids)] = torch.tensor(sequence.token_ids)
+    attention = _padded_rows([[1] * len(s.token_ids) for s in chosen], width, torch.long)
+    loss_mask = _padded_rows([list(s.loss_mask) for s in chosen], width, torch.long).bool()
+    advantages = torch.tensor([s.advantage for s in chosen], dtype=torch.float32)
+    sampler = None
+    if all(s.sampler_logprobs is not None for s in chosen):
+        sampler = _padded_rows([list(s.sampler_logprobs) for s in chosen], width, torch.float32)
+        sampler = torch.where(loss_mask, sampler, torch.zeros_like(sampler))
+    return MicroBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        loss_mask=loss_mask,
+        advantages=torch.where(loss_mask, advantages[:, None], torch.zeros(())),
+        sampler_logprobs=sampler,
+        sequence_index=list(indices),
+    )
+
+
+def build_train_batch(
+    sequences: Sequence[TrainSequence], *, max_tokens: int, pad_token_id: int
+) -> TrainBatch:
+    """All sequences of one optimizer step, packed (`pack_by_token_budget`) and padded."""
+    if not sequences:
+        raise ValueError("no sequences to train on")
+    for index, sequence in enumerate(sequences):
+        problem = check_sequence(sequence.token_ids, sequence.loss_mask)
+        if problem:
+            raise ValueError(f"sequence {index}: {problem}")
+    packing = pack_by_token_budget([len(s.token_ids) for s in sequences], max_tokens)
+    micro_batches = [build_micro_batch(sequences, indices, pad_token_id) for indices in packing]
+    return TrainBatch(
+        micro_batches=micro_batches,
+        num_sequences=len(sequences),
+        num_loss_tokens=sum(sum(s.loss_mask) for s in sequences),
+    )

@@ -1,0 +1,423 @@
+"""The torch side of rlve: one optimizer step of RL (GRPO / DAPO / CISPO) or SFT at a time.
+
+`Trainer.train_step(groups)` turns rollout groups into advantages, packs them into micro-batches
+by a token budget, accumulates the policy loss over them (token-level losses divide by the whole
+step's token count, so accumulation equals one big batch) and steps AdamW. A step whose loss or
+gradient is not finite is skipped and counted; `max_bad_steps` in a row raise TrainingDiverged.
+Checkpoints resume exactly; `named_weights_for_inference()` feeds the vLLM weight sync.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, replace
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from torch import Tensor, nn
+
+from rlve.algorithms import LossStats, kl_penalty, policy_loss, token_mean
+from rlve.checkpoint import (
+    capture_rng_state,
+    load_checkpoint,
+    merged_named_weights,
+    restore_rng_state,
+    save_checkpoint,
+)
+from rlve.config import TrainerConfig
+from rlve.logprobs import sequence_logprobs
+from rlve.models import load_causal_lm, load_tokenizer
+from rlve.train_batch import TrainSequence, build_train_batch, sequences_from_groups
+from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
+
+logger = logging.getLogger(__name__)
+
+SftExample = Trajectory | tuple[Sequence[int], Sequence[int]]
+"""an SFT sequence: a token-exact Trajectory, or a (token_ids, loss_mask) pair"""
+
+
+class TrainingDiverged(RuntimeError):
+    """`max_bad_steps` optimizer steps in a row were skipped; keep the last good checkpoint."""
+
+
+def _with_lora(model: nn.Module, config: TrainerConfig) -> nn.Module:
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    lora = config.lora
+    peft_config = PeftLoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, peft_config)
+
+
+def _lr_lambda(config: TrainerConfig):
+    """Multiplier of the peak lr at optimizer step `step`: linear warmup, then constant or a
+    cosine decay to min_lr_ratio at total_steps (Loshchilov & Hutter 2017, SGDR eq. 5)."""
+
+    def factor(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / config.warmup_steps
+        if config.lr_schedule == "constant":
+            return 1.0
+        span = max(1, config.total_steps - config.warmup_steps)
+        progress = min(1.0, (step - config.warmup_steps) / span)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
+
+    return factor
+
+
+class Trainer:
+    """Holds the model (full or LoRA), the optimizer and schedule, and the step counter.
+
+    `version` counts train/SFT steps taken: the weights pushed to the sampler after n steps are
+    version n, so a trajectory with an older `weight_version` is off-policy.
+    """
+
+    def __init__(self, config: TrainerConfig) -> None:
+        config.validate()
+        self.config = config
+        random.seed(config.seed)
+        np.random.seed(config.seed)
+        torch.manual_seed(config.seed)  # LoRA init and dropout draw from it
+        self.device = torch.device(config.device)
+        self.tokenizer = load_tokenizer(config.model)
+        pad = self.tokenizer.pad_token_id
+        self.pad_token_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
+
+        base = load_causal_lm(config.model, dtype=config.dtype, device=config.device)
+        base.config.use_cache = False
+        if config.gradient_checkpointing:
+            base.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        self.model = _with_lora(base, config) if config.lora.enabled else base
+        self.causal_lm = base  # peft injects its layers into base, so this runs with LoRA on
+        self.model.train()
+        self.reference: nn.Module | None = None
+        if config.kl_beta > 0 and not config.lora.enabled:
+            self.reference = load_causal_lm(config.model, config.dtype, config.device).eval()
+            self.reference.requires_grad_(False)
+
+        self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self.trainable_parameters,
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            eps=config.adam_eps,
+            weight_decay=config.weight_decay,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(config))
+        self.step = 0
+        self.skipped_steps = 0
+        self._bad_steps_in_a_row = 0
+
+    @property
+    def version(self) -> int:
+        return self.step
+
+    # -----------------------------------------------------------------------------------------
+    # RL
+    # -----------------------------------------------------------------------------------------
+
+    def train_step(self, groups: Sequence[RolloutGroup]) -> dict[str, float]:
+        """One RL step (`num_iterations` optimizer steps) on `groups`; returns its metrics.
+
+        Old log-probs: with num_iterations 1 they are the current ones, detached. Stale rollouts
+        (weight_version < version) need no extra pass: a no-grad pass under the same weights
+        would give the same numbers, and the staleness itself is what the sampler log-probs
+        and tis_cap correct. With num_iterations > 1 a no-grad pass before the first iteration
+        fixes them for all iterations. Groups with bad input are skipped
+        (`train/skipped_groups`); a step with nothing left to train is a skipped step like a
+        NaN one (`train/skipped_steps`, cumulative). With num_iterations > 1 the returned
+        train/* metrics are those of the last iteration.
+        """
+        started = time.perf_counter()
+        config = self.config
+        grouped = sequences_from_groups(
+            groups,
+            std_normalize=config.std_normalize,
+            needs_sampler_logprobs=config.tis_cap is not None,
+        )
+        metrics: dict[str, float] = {"train/skipped_groups": float(grouped.skipped_groups)}
+        if not grouped.sequences:
+            self._record_bad_step("no group left to train on")
+            self.step += 1
+            return {**metrics, "train/skipped_steps": float(self.skipped_steps)}
+
+        batch = self._build_batch(grouped.sequences)
+        if config.num_iterations > 1:
+            self._fill_logprobs(batch, "old_logprobs", use_reference=False)
+        if config.kl_beta > 0:
+            self._fill_logprobs(batch, "ref_logprobs", use_reference=True)
+        for _ in range(config.num_iterations):
+            metrics.update(self._policy_update(batch))
+        self.step += 1
+        return self._with_perf(metrics, batch, started, config.num_iterations)
+
+    def _policy_update(self, batch: TrainBatch) -> dict[str, float]:
+        config = self.config
+        num_tokens = batch.num_loss_tokens
+        lr = self.scheduler.get_last_lr()[0]
+        stats: list[LossStats] = []
+        loss_sum = entropy_sum = kl_sum = 0.0
+        finite = True
+        for micro in batch.micro_batches:
+            mask = micro.loss_mask
+            logp, entropy = self._logprobs(self.causal_lm, micro)
+            old = micro.old_logprobs if micro.old_logprobs is not None else logp.detach()
+            loss, micro_stats = policy_loss(
+                config.loss, logp, old, micro.advantages, mask,
+                eps_low=config.eps_low, eps_high=config.eps_high, is_cap=config.is_cap,
+                sampler_logp=micro.sampler_logprobs, tis_cap=config.tis_cap,
+                tis_mode=config.tis_mode, num_tokens=num_tokens,
+            )  # fmt: skip
+            if config.loss == "grpo":  # a per-sequence mean: weight by this share of sequences
+                loss = loss * (micro.input_ids.shape[0] / batch.num_sequences)
+            if config.kl_beta > 0:
+                k3 = kl_penalty(logp, micro.ref_logprobs, mask)
+                loss = loss + config.kl_beta * token_mean(k3, mask, num_tokens)
+                kl_sum += float(k3.detach()[mask].sum())
+            if not torch.isfinite(loss):
+                finite = False
+                break
+            loss.backward()
+            loss_sum += loss.item()
+            entropy_sum += float(entropy[mask].sum())
+            stats.append(micro_stats)
+        grad_norm = self._apply_gradients(finite)
+        combined = LossStats.combine(stats)
+        metrics = {
+            "train/loss": loss_sum if finite else math.nan,
+            "train/grad_norm": grad_norm,
+            "train/clip_frac": combined.clip_frac_low + combined.clip_frac_high,
+            "train/clip_frac_low": combined.clip_frac_low,
+            "train/clip_frac_high": combined.clip_frac_high,
+            "train/entropy": entropy_sum / num_tokens,
+            "train/lr": lr,
+            "train/num_tokens": float(num_tokens),
+            "train/skipped_steps": float(self.skipped_steps),
+        }
+        if config.kl_beta > 0:
+            metrics["train/kl"] = kl_sum / num_tokens
+        if all(m.sampler_logprobs is not None for m in batch.micro_batches) and finite:
+            metrics["sampling/logprob_diff_mean"] = combined.logprob_diff_mean
+            metrics["sampling/logprob_diff_max"] = combined.logprob_diff_max
+            metrics["sampling/is_ratio_mean"] = combined.is_ratio_mean
+            metrics["sampling/is_ratio_max"] = combined.is_ratio_max
+            if config.tis_cap is not None and config.tis_mode == "mask":
+                metrics["sampling/tis_masked_frac"] = combined.tis_masked_frac
+        return metrics
+
+    # -----------------------------------------------------------------------------------------
+    # SFT
+    # -----------------------------------------------------------------------------------------
+
+    def sft_step(self, examples: Sequence[SftExample]) -> dict[str, float]:
+        """One optimizer step of cross-entropy on the masked (assistant) tokens, averaged over
+        all masked tokens of `examples` (so micro-batching does not change the step).
+
+        Raises:
+            ValueError: no examples, a malformed one (named by index), or no masked token at all.
+        """
+        started = time.perf_counter()
+        sequences = []
+        for example in examples:
+            if isinstance(example, Trajectory):
+                example = (example.token_ids, example.loss_mask)
+            token_ids, loss_mask = example
+            sequences.append(TrainSequence(list(token_ids), list(loss_mask)))
+        batch = self._build_batch(sequences)
+        num_tokens = batch.num_loss_tokens
+        if num_tokens == 0:
+            raise ValueError("every token of the SFT batch is masked out; nothing to train on")
+        lr = self.scheduler.get_last_lr()[0]
+        loss_sum = entropy_sum = 0.0
+        finite = True
+        for micro in batch.micro_batches:
+            logp, entropy = self._logprobs(self.causal_lm, micro, temperature=1.0)
+            loss = -token_mean(logp, micro.loss_mask, num_tokens)
+            if not torch.isfinite(loss):
+                finite = False
+                break
+            loss.backward()
+            loss_sum += loss.item()
+            entropy_sum += float(entropy[micro.loss_mask].sum())
+        grad_norm = self._apply_gradients(finite)
+        self.step += 1
+        metrics = {
+            "train/loss": loss_sum if finite else math.nan,
+            "train/grad_norm": grad_norm,
+            "train/entropy": entropy_sum / num_tokens,
+            "train/lr": lr,
+            "train/num_tokens": float(num_tokens),
+            "train/skipped_steps": float(self.skipped_steps),
+        }
+        return self._with_perf(metrics, batch, started, 1)
+
+    # -----------------------------------------------------------------------------------------
+    # Shared pieces
+    # -----------------------------------------------------------------------------------------
+
+    def _build_batch(self, sequences: Sequence[TrainSequence]) -> TrainBatch:
+        batch = build_train_batch(
+            sequences,
+            max_tokens=self.config.max_tokens_per_microbatch,
+            pad_token_id=self.pad_token_id,
+        )
+        moved = []
+        for micro in batch.micro_batches:
+            tensors = {
+                name: getattr(micro, name).to(self.device)
+                for name in ("input_ids", "attention_mask", "loss_mask", "advantages")
+            }
+            if micro.sampler_logprobs is not None:
+                tensors["sampler_logprobs"] = micro.sampler_logprobs.to(self.device)
+            moved.append(replace(micro, **tensors))
+        return replace(batch, micro_batches=moved)
+
+    def _logprobs(
+        self, model: nn.Module, micro: MicroBatch, temperature: float | None = None
+    ) -> tuple[Tensor, Tensor]:
+        return sequence_logprobs(
+            model,
+            micro.input_ids,
+            micro.attention_mask,
+            micro.loss_mask,
+            temperature=self.config.temperature if temperature is None else temperature,
+            chunk_tokens=self.config.logprob_chunk_tokens,
+        )
+
+    @torch.no_grad()
+    def _fill_logprobs(self, batch: TrainBatch, attribute: str, use_reference: bool) -> None:
+        """Sets `attribute` of every micro-batch to no-grad log-probs of the current weights, or
+        of the reference: the frozen copy, or with LoRA the base model with the adapter off."""
+        for micro in batch.micro_batches:
+            if not use_reference:
+                logp, _ = self._logprobs(self.causal_lm, micro)
+            elif self.reference is not None:
+                logp, _ = self._logprobs(self.reference, micro)
+            else:
+                with self.model.disable_adapter():
+                    logp, _ = self._logprobs(self.causal_lm, micro)
+            setattr(micro, attribute, logp)
+
+    def _apply_gradients(self, loss_is_finite: bool) -> float:
+        """Clips and applies the accumulated gradients, or drops them when the loss or the
+        gradient norm is not finite. Returns the pre-clip gradient norm (NaN when skipped)."""
+        grad_norm = math.nan
+        if loss_is_finite:
+            max_norm = self.config.max_grad_norm or math.inf
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.trainable_parameters, max_norm))
+        if not math.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            reason = "gradient norm is not finite" if loss_is_finite else "loss is not finite"
+            self._record_bad_step(reason)
+            return grad_norm
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._bad_steps_in_a_row = 0
+        return grad_norm
+
+    def _record_bad_step(self, reason: str) -> None:
+        self.skipped_steps += 1
+        self._bad_steps_in_a_row += 1
+        logger.warning("skipping optimizer step at step %d: %s", self.step, reason)
+        if self._bad_steps_in_a_row >= self.config.max_bad_steps:
+            raise TrainingDiverged(
+                f"{self._bad_steps_in_a_row} steps in a row skipped (last: {reason}); "
+                "resume from the last good checkpoint"
+            )
+
+    @staticmethod
+    def _with_perf(
+        metrics: dict[str, float], batch: TrainBatch, started: float, passes: int
+    ) -> dict[str, float]:
+        elapsed = time.perf_counter() - started
+        tokens = sum(int(m.attention_mask.sum()) for m in batch.micro_batches) * passes
+        return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed}
+
+    @torch.no_grad()
+    def sequence_logprob(self, token_ids: Sequence[int], loss_mask: Sequence[int]) -> float:
+        """Sum of the masked tokens' log-probs at the sampling temperature (no gradient)."""
+        batch = self._build_batch([TrainSequence(list(token_ids), list(loss_mask))])
+        logp, _ = self._logprobs(self.causal_lm, batch.micro_batches[0])
+        return float(logp.sum())
+
+    # -----------------------------------------------------------------------------------------
+    # Checkpoints, export, weights for the sampler
+    # -----------------------------------------------------------------------------------------
+
+    def _trainable_weights(self) -> dict[str, Tensor]:
+        return {n: p for n, p in self.model.named_parameters() if p.requires_grad}
+
+    def save(self, root: str, extra: dict | None = None) -> str:
+        """Checkpoint into `root/step_<step>` (atomic; keeps the newest `keep_checkpoints`).
+        `extra` is stored as is and returned by `resume` (curriculum, data position...)."""
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": capture_rng_state(),
+            "step": self.step,
+            "skipped_steps": self.skipped_steps,
+            "bad_steps_in_a_row": self._bad_steps_in_a_row,
+            "config": asdict(self.config),
+            "extra": extra or {},
+        }
+        return save_checkpoint(
+            root, self.step, self._trainable_weights(), state, self.config.keep_checkpoints
+        )
+
+    def resume(self, path: str) -> dict:
+        """Restores weights, optimizer, scheduler, rng states and step from a checkpoint made
+        by `save` with the same config; returns its `extra`."""
+        weights, state = load_checkpoint(path)
+        params = self._trainable_weights()
+        if set(weights) != set(params):
+            missing, unexpected = set(params) - set(weights), set(weights) - set(params)
+            raise ValueError(
+                f"checkpoint {path} does not match this model (full vs LoRA, or another "
+                f"model?): missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
+            )
+        with torch.no_grad():
+            for name, param in params.items():
+                param.copy_(weights[name])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        restore_rng_state(state["rng"])
+        self.step = state["step"]
+        self.skipped_steps = state["skipped_steps"]
+        self._bad_steps_in_a_row = state["bad_steps_in_a_row"]
+        return state["extra"]
+
+    def named_weights_for_inference(self) -> Iterator[tuple[str, Tensor]]:
+        """Every tensor vLLM loads, in HF checkpoint names: LoRA merged into the base weights,
+        peft prefixes stripped, `lm_head.weight` included even when tied to the embedding."""
+        yield from merged_named_weights(self.causal_lm)
+
+    def export(self, path: str) -> str:
+        """A merged HF model directory (config, model.safetensors, tokenizer) at `path`,
+        loadable by transformers' AutoModelForCausalLM and by vLLM."""
+        os.makedirs(path, exist_ok=True)
+        weights = dict(self.named_weights_for_inference())
+        if getattr(self.causal_lm.config, "tie_word_embeddings", False):
+            weights.pop("lm_head.weight", None)  # the loader ties it back to the embedding
+        weights = {name: t.detach().to("cpu").contiguous().clone() for name, t in weights.items()}
+        save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        self.causal_lm.config.save_pretrained(path)
+        if getattr(self.causal_lm, "generation_config", None) is not None:
+            self.causal_lm.generation_config.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        return path

@@ -1,0 +1,285 @@
+"""The torch trainer on the tiny model, CPU: learning signal, accumulation invariance, exact
+resume, LoRA merge/export, bad-input handling and config checks."""
+
+import copy
+import math
+import os
+from dataclasses import replace
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import rlve.checkpoint as checkpoint
+from rlve.config import LoraConfig, TrainerConfig
+from rlve.models import load_causal_lm
+from rlve.trainer import Trainer, TrainingDiverged
+from rlve.types import RolloutGroup, Trajectory
+
+PROMPT = [82, 272, 91, 223, 90]
+COMPLETIONS = [[284, 19, 7], [289, 20, 8], [298, 21, 9], [365, 22, 10]]  # all of length 3
+LORA = LoraConfig(enabled=True, rank=4, alpha=8.0)
+
+
+def make_group(example_id=0, rewards=(1.0, 0.0, 0.0, 0.0), prompt=PROMPT):
+    """Four fixed completions of one prompt; completion A (the first) gets reward 1."""
+    trajectories = [
+        Trajectory(
+            prompt=[],
+            completion=[],
+            token_ids=prompt + completion,
+            loss_mask=[0] * len(prompt) + [1] * len(completion),
+            reward=reward,
+        )
+        for completion, reward in zip(COMPLETIONS, rewards, strict=True)
+    ]
+    return RolloutGroup(example_id=example_id, env_name="test", trajectories=trajectories)
+
+
+def two_groups():
+    # second prompt: other tokens, same length, and completion B rewarded
+    return [make_group(0), make_group(1, (0.0, 1.0, 0.0, 0.0), [82, 300, 91, 223, 90])]
+
+
+def trainable(trainer):
+    return {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+
+
+def completion_logprob(trainer, index=0):
+    completion = COMPLETIONS[index]
+    return trainer.sequence_logprob(PROMPT + completion, [0] * len(PROMPT) + [1] * len(completion))
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_cispo_raises_the_logprob_of_the_rewarded_completion(lora):
+    config = TrainerConfig(loss="cispo", lr=1e-3 if not lora else 3e-2)
+    if lora:
+        config.lora = LORA
+    trainer = Trainer(config)
+    before = [completion_logprob(trainer, i) for i in range(4)]
+    for _ in range(4):
+        metrics = trainer.train_step([make_group()])
+        assert metrics["train/num_tokens"] == 12 and metrics["train/skipped_steps"] == 0
+    after = [completion_logprob(trainer, i) for i in range(4)]
+    # the rewarded completion gains at least 1 nat, each unrewarded one loses log-prob
+    assert after[0] > before[0] + 1.0
+    assert all(a < b for a, b in zip(after[1:], before[1:], strict=True))
+
+
+def test_sft_steps_lower_the_loss():
+    trainer = Trainer(TrainerConfig(lr=1e-3))
+    examples = [(PROMPT + c, [0] * len(PROMPT) + [1] * len(c)) for c in COMPLETIONS[:2]]
+    losses = [trainer.sft_step(examples)["train/loss"] for _ in range(5)]
+    # a random init starts near log(vocab) = log(2048) = 7.6 nats per token
+    assert losses[0] == pytest.approx(math.log(2048), abs=0.5)
+    assert losses[-1] < losses[0] - 1.0
+    assert all(b < a for a, b in zip(losses, losses[1:], strict=False))
+
+
+def test_sft_accepts_trajectories_and_rejects_an_all_masked_batch():
+    trainer = Trainer(TrainerConfig())
+    group = make_group()
+    assert trainer.sft_step(group.trajectories)["train/num_tokens"] == 12
+    with pytest.raises(ValueError, match="every token of the SFT batch is masked"):
+        trainer.sft_step([(PROMPT, [0] * len(PROMPT))])
+
+
+@pytest.mark.parametrize("loss", ["dapo", "cispo", "grpo"])
+def test_gradient_accumulation_equals_one_big_batch(loss):
+    # 8 sequences of 8 tokens: one micro-batch of 8 rows (budget 64) vs 8 micro-batches of 1.
+    # With the usual eps, Adam's first step is about lr * sign(g): blind to the gradient's scale
+    # (a per-micro-batch mean would pass) and touchy where |g| ~ eps. adam_eps = 1 makes the
+    # step lr * g / (|g| + 1) ~ lr * g, so the parameters show the gradient itself.
+    results = []
+    for budget in (64, 8):
+        config = TrainerConfig(
+            loss=loss, lr=0.1, adam_eps=1.0, max_grad_norm=0.0, max_tokens_per_microbatch=budget
+        )
+        trainer = Trainer(config)
+        metrics = trainer.train_step(two_groups())
+        results.append((trainable(trainer), metrics))
+    (big, big_metrics), (small, small_metrics) = results
+    assert big_metrics["train/loss"] == pytest.approx(small_metrics["train/loss"], abs=1e-6)
+    assert big_metrics["train/grad_norm"] == pytest.approx(small_metrics["train/grad_norm"], 1e-4)
+    for name in big:
+        assert (big[name] - small[name]).abs().max().item() <= 1e-6, name
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_kill_and_resume_reproduces_the_uninterrupted_run(tmp_path, lora):
+    config = TrainerConfig(loss="cispo", lr=1e-3, warmup_steps=2, lr_schedule="cosine",
+                           total_steps=4, weight_decay=0.01)  # fmt: skip
+    if lora:  # adapter dropout draws from the torch rng, which must be restored too
+        config.lora = replace(LORA, dropout=0.1)
+    uninterrupted = Trainer(config)
+    for step in range(4):
+        uninterrupted.train_step(two_groups())
+        if step == 1:
+            saved = uninterrupted.save(str(tmp_path), extra={"curriculum": {"level": 3}})
+    assert os.path.basename(saved) == "step_00000002"
+
+    resumed = Trainer(config)
+    assert resumed.resume(saved) == {"curriculum": {"level": 3}}
+    assert resumed.step == 2
+    for _ in range(2):
+        resumed.train_step(two_groups())
+    expected = trainable(uninterrupted)
+    for name, value in trainable(resumed).items():
+        assert torch.equal(value, expected[name]), name
+
+
+def test_checkpoints_keep_the_newest_k_and_survive_a_crash_mid_save(tmp_path, monkeypatch):
+    trainer = Trainer(TrainerConfig(keep_checkpoints=2))
+    for step in range(4):
+        trainer.step = step
+        trainer.save(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["step_00000002", "step_00000003"]
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint.torch, "save", crash)
+    trainer.step = 4
+    with pytest.raises(OSError, match="disk full"):
+        trainer.save(str(tmp_path))
+    # no half-written step_4, no staging directory left, the last good one still loads
+    assert sorted(os.listdir(tmp_path)) == ["step_00000002", "step_00000003"]
+    monkeypatch.undo()
+    assert checkpoint.load_checkpoint(checkpoint.latest_checkpoint(str(tmp_path)))[1]["step"] == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights for vLLM and export
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lora_inference_weights_are_the_merged_base_weights():
+    trainer = Trainer(TrainerConfig(lr=1e-2, lora=LORA))
+    for _ in range(2):
+        trainer.train_step([make_group()])
+    weights = dict(trainer.named_weights_for_inference())
+    base_state = load_causal_lm("tiny").state_dict()
+    assert set(weights) == set(base_state) | {"lm_head.weight"}
+    merged = copy.deepcopy(trainer.model).merge_and_unload().state_dict()
+    for name, value in weights.items():
+        assert torch.allclose(value, merged[name], atol=1e-6), name
+    # the adapters did train: merged attention weights moved away from the base
+    q_proj = "model.layers.0.self_attn.q_proj.weight"
+    assert (weights[q_proj] - base_state[q_proj]).abs().max() > 1e-4
+    assert torch.equal(weights["lm_head.weight"], weights["model.embed_tokens.weight"])
+
+
+def test_full_finetune_inference_weights_include_the_tied_lm_head():
+    trainer = Trainer(TrainerConfig())
+    weights = dict(trainer.named_weights_for_inference())
+    assert set(weights) == set(load_causal_lm("tiny").state_dict()) | {"lm_head.weight"}
+    assert torch.equal(weights["lm_head.weight"], weights["model.embed_tokens.weight"])
+
+
+def test_exported_model_gives_the_trainers_logits(tmp_path):
+    trainer = Trainer(TrainerConfig(lr=1e-2, lora=LORA))
+    trainer.train_step([make_group()])
+    path = trainer.export(str(tmp_path / "export"))
+    exported = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ids = torch.tensor([PROMPT + COMPLETIONS[0]])
+    trainer.model.eval()
+    with torch.no_grad():
+        expected = trainer.model(input_ids=ids).logits
+        got = exported(input_ids=ids).logits
+    assert (got - expected).abs().max().item() <= 1e-5
+    assert len(AutoTokenizer.from_pretrained(path)) == len(trainer.tokenizer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Off-policy, KL, bad input
+# ---------------------------------------------------------------------------------------------
+
+
+def test_kl_to_the_base_is_zero_at_first_and_grows_with_lora():
+    trainer = Trainer(TrainerConfig(lr=1e-2, lora=LORA, kl_beta=0.1))
+    first = trainer.train_step([make_group()])
+    # LoRA's B starts at zero, so the adapted model equals the base: k3 = e^0 - 0 - 1 = 0
+    assert first["train/kl"] == pytest.approx(0.0, abs=1e-9)
+    later = [trainer.train_step([make_group()])["train/kl"] for _ in range(2)]
+    assert later[-1] > 1e-6
+
+
+@pytest.mark.parametrize(("iterations", "clipped"), [(1, False), (2, True)])
+def test_later_iterations_use_the_old_logprobs_from_before_the_first(iterations, clipped):
+    # on-policy, the ratio is exactly 1 and nothing is clipped; in the second iteration the
+    # ratio is against the weights before the first update, which lr 0.03 moved beyond 1 +- 0.2
+    trainer = Trainer(TrainerConfig(loss="dapo", lr=3e-2, num_iterations=iterations))
+    metrics = trainer.train_step([make_group()])
+    assert (metrics["train/clip_frac"] > 0) == clipped
+    assert trainer.version == 1
+
+
+def test_sampler_logprobs_give_mismatch_metrics():
+    trainer = Trainer(TrainerConfig(tis_cap=2.0))
+    group = make_group()
+    for trajectory in group.trajectories:
+        logp = trainer.sequence_logprob(trajectory.token_ids, trajectory.loss_mask)
+        # every sampled token gets the same sampler log-prob: the true per-token values differ,
+        # so only the equality of mean and max diff at one token would be a coincidence
+        trajectory.sampler_logprobs = [0.0] * len(PROMPT) + [logp / 3 + 0.1] * 3
+    metrics = trainer.train_step([group])
+    assert metrics["sampling/logprob_diff_max"] > 0
+    assert metrics["sampling/is_ratio_max"] >= metrics["sampling/is_ratio_mean"] > 0
+
+
+def test_nan_reward_group_is_skipped_and_counted():
+    trainer = Trainer(TrainerConfig(lr=1e-3))
+    before = trainable(trainer)
+    nan_group = make_group(1, (math.nan, 0.0, 1.0, 0.0))
+    metrics = trainer.train_step([make_group(), nan_group])
+    assert metrics["train/skipped_groups"] == 1
+    assert metrics["train/num_tokens"] == 12  # only the good group's 4 x 3 tokens
+    assert math.isfinite(metrics["train/loss"]) and metrics["train/skipped_steps"] == 0
+    assert any(not torch.equal(before[n], p) for n, p in trainable(trainer).items())
+
+
+def test_three_nan_steps_in_a_row_raise_training_diverged():
+    trainer = Trainer(TrainerConfig(lr=1e-3))
+    with torch.no_grad():
+        trainer.model.model.norm.weight[0] = math.nan  # every logit becomes NaN
+    before = trainable(trainer)
+    for expected_skips in (1, 2):
+        metrics = trainer.train_step([make_group()])
+        assert metrics["train/skipped_steps"] == expected_skips
+        assert math.isnan(metrics["train/loss"])
+        after = trainable(trainer)
+        assert all(torch.allclose(before[n], after[n], 0, 0, equal_nan=True) for n in before)
+    with pytest.raises(TrainingDiverged, match="3 steps in a row"):
+        trainer.train_step([make_group()])
+
+
+def test_a_step_with_only_bad_groups_is_a_skipped_step():
+    trainer = Trainer(TrainerConfig())
+    metrics = trainer.train_step([make_group(0, (math.inf, 0.0, 0.0, 0.0))])
+    assert (metrics["train/skipped_groups"], metrics["train/skipped_steps"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("loss", "ppo", "loss must be one of"),
+        ("eps_low", 1.5, r"eps_low must be in \[0, 1\)"),
+        ("tis_cap", 0.5, "tis_cap must be None or > 1"),
+        ("dtype", "float8", "dtype must be one of"),
+        ("max_tokens_per_microbatch", 0, "max_tokens_per_microbatch must be >= 1"),
+        ("lora", LoraConfig(enabled=True, rank=0), "lora.rank must be >= 1"),
+    ],
+)
+def test_bad_config_fails_at_start_naming_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        Trainer(replace(TrainerConfig(), **{field: value}))

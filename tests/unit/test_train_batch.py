@@ -1,0 +1,160 @@
+"""Micro-batch packing by a token budget, padding, and advantages broadcast to sampled tokens."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from rlve.train_batch import (
+    TrainSequence,
+    build_train_batch,
+    pack_by_token_budget,
+    sequences_from_groups,
+)
+from rlve.types import RolloutGroup, Trajectory
+
+PAD = 99
+
+
+def trajectory(token_ids, loss_mask, reward, sampler_logprobs=()):
+    return Trajectory(
+        prompt=[],
+        completion=[],
+        token_ids=list(token_ids),
+        loss_mask=list(loss_mask),
+        sampler_logprobs=list(sampler_logprobs),
+        reward=reward,
+    )
+
+
+def group(*trajectories, example_id=0):
+    return RolloutGroup(example_id=example_id, env_name="test", trajectories=list(trajectories))
+
+
+# ---------------------------------------------------------------------------------------------
+# Packing
+# ---------------------------------------------------------------------------------------------
+
+
+def test_packing_sorts_longest_first_and_fills_each_budget():
+    # sorted: #1 (5), #3 (5), #0 (3), #2 (2). [1, 3] pads to 2 x 5 = 10 <= 10; adding #0 would
+    # make 3 x 5 = 15. [0, 2] pads to 2 x 3 = 6.
+    assert pack_by_token_budget([3, 5, 2, 5], max_tokens=10) == [[1, 3], [0, 2]]
+
+
+def test_equal_lengths_split_evenly():
+    assert pack_by_token_budget([4] * 5, max_tokens=8) == [[0, 1], [2, 3], [4]]
+    assert pack_by_token_budget([4] * 5, max_tokens=20) == [[0, 1, 2, 3, 4]]
+    assert pack_by_token_budget([4] * 3, max_tokens=4) == [[0], [1], [2]]
+
+
+def test_sequence_over_the_budget_gets_its_own_micro_batch():
+    assert pack_by_token_budget([12, 3, 3], max_tokens=10) == [[0], [1, 2]]
+
+
+def test_packing_loses_and_duplicates_nothing_and_respects_the_budget():
+    rng = random.Random(0)
+    for _ in range(50):
+        lengths = [rng.randint(1, 40) for _ in range(rng.randint(1, 30))]
+        budget = rng.randint(1, 120)
+        batches = pack_by_token_budget(lengths, budget)
+        assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+        for batch in batches:
+            padded = len(batch) * max(lengths[i] for i in batch)
+            assert padded <= budget or len(batch) == 1
+
+
+def test_micro_batch_is_right_padded_with_padding_masked():
+    sequences = [
+        TrainSequence([1, 2, 3], [0, 1, 1], advantage=0.5, sampler_logprobs=[0.0, -1.0, -2.0]),
+        TrainSequence([4, 5, 6, 7, 8], [0, 0, 1, 0, 1], advantage=-1.0,
+                      sampler_logprobs=[9.0, 9.0, -3.0, 9.0, -4.0]),
+    ]  # fmt: skip
+    batch = build_train_batch(sequences, max_tokens=100, pad_token_id=PAD)
+    assert (batch.num_sequences, batch.num_loss_tokens, len(batch.micro_batches)) == (2, 4, 1)
+    micro = batch.micro_batches[0]
+    assert micro.sequence_index == [1, 0]  # longest first
+    assert micro.input_ids.tolist() == [[4, 5, 6, 7, 8], [1, 2, 3, PAD, PAD]]
+    assert micro.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+    assert micro.loss_mask.tolist() == [[0, 0, 1, 0, 1], [0, 1, 1, 0, 0]]
+    assert micro.advantages.tolist() == [[0, 0, -1.0, 0, -1.0], [0, 0.5, 0.5, 0, 0]]
+    # the sampler's log-probs are kept on sampled tokens only
+    assert micro.sampler_logprobs.tolist() == [[0, 0, -3.0, 0, -4.0], [0, -1.0, -2.0, 0, 0]]
+
+
+def test_micro_batch_without_sampler_logprobs_has_none():
+    sequences = [
+        TrainSequence([1, 2], [0, 1], sampler_logprobs=[0.0, -1.0]),
+        TrainSequence([1, 2], [0, 1]),
+    ]
+    batch = build_train_batch(sequences, max_tokens=100, pad_token_id=PAD)
+    assert batch.micro_batches[0].sampler_logprobs is None
+
+
+def test_mask_on_the_first_token_is_an_error():
+    with pytest.raises(ValueError, match="sequence 1: loss_mask is 1 on the first token"):
+        build_train_batch(
+            [TrainSequence([1, 2], [0, 1]), TrainSequence([1, 2], [1, 1])],
+            max_tokens=100,
+            pad_token_id=PAD,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Groups -> sequences with advantages
+# ---------------------------------------------------------------------------------------------
+
+
+def test_advantages_reach_exactly_the_sampled_tokens():
+    # rewards [1, 0, 0, 0]: mean 0.25, so A = [0.75, -0.25, -0.25, -0.25] (no std division).
+    # Multi-turn layout: prompt, completion, environment reply, completion.
+    mask = [0, 0, 1, 1, 0, 0, 1]
+    rollouts = [trajectory(range(10 + i, 17 + i), mask, reward=float(i == 0)) for i in range(4)]
+    result = sequences_from_groups([group(*rollouts)], std_normalize=False)
+    assert result.skipped_groups == 0
+    assert [s.advantage for s in result.sequences] == [0.75, -0.25, -0.25, -0.25]
+    micro = build_train_batch(result.sequences, max_tokens=100, pad_token_id=PAD).micro_batches[0]
+    expected = torch.tensor(mask, dtype=torch.float32)
+    for row, index in enumerate(micro.sequence_index):
+        assert torch.equal(micro.advantages[row], expected * [0.75, -0.25, -0.25, -0.25][index])
+
+
+def test_std_normalize_divides_by_the_group_std():
+    # rewards [1, 0]: centered [0.5, -0.5], sample std sqrt(0.5) = 0.7071 -> +-0.7071
+    rollouts = [trajectory([1, 2], [0, 1], 1.0), trajectory([1, 3], [0, 1], 0.0)]
+    result = sequences_from_groups([group(*rollouts)], std_normalize=True)
+    assert [s.advantage for s in result.sequences] == pytest.approx(
+        [0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5)], abs=1e-5
+    )
+
+
+def test_bad_groups_are_skipped_and_counted():
+    good = group(trajectory([1, 2], [0, 1], 1.0), trajectory([1, 3], [0, 1], 0.0))
+    bad = [
+        group(),  # empty
+        group(trajectory([1, 2], [0, 1], math.nan), trajectory([1, 3], [0, 1], 0.0)),
+        group(trajectory([1, 2], [0, 1], math.inf), trajectory([1, 3], [0, 1], 0.0)),
+        group(trajectory([1, 2], [0, 1], 1.0, [0.0, math.nan])),  # NaN sampler log-prob
+        group(trajectory([1, 2], [0, 0], 1.0), trajectory([1, 3], [0, 0], 0.0)),  # all masked
+        group(trajectory([1, 2], [0, 1, 1], 1.0)),  # mask longer than the tokens
+        group(trajectory([], [], 1.0)),  # text-only
+    ]
+    result = sequences_from_groups([bad[0], good, *bad[1:]], std_normalize=False)
+    assert result.skipped_groups == len(bad)
+    assert [s.token_ids for s in result.sequences] == [[1, 2], [1, 3]]
+
+
+def test_tis_needs_sampler_logprobs():
+    rollouts = [trajectory([1, 2], [0, 1], 1.0), trajectory([1, 3], [0, 1], 0.0)]
+    result = sequences_from_groups(
+        [group(*rollouts)], std_normalize=False, needs_sampler_logprobs=True
+    )
+    assert (result.skipped_groups, result.sequences) == (1, [])
+
+
+def test_rollout_without_sampled_tokens_counts_for_the_mean_but_is_not_trained():
+    # rewards [1, 0] -> A = [0.5, -0.5]; the second rollout has no sampled token, so it is dropped
+    rollouts = [trajectory([1, 2], [0, 1], 1.0), trajectory([1, 3], [0, 0], 0.0)]
+    result = sequences_from_groups([group(*rollouts)], std_normalize=False)
+    assert [(s.token_ids, s.advantage) for s in result.sequences] == [([1, 2], 0.5)]
