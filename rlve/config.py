@@ -77,11 +77,12 @@ class TrainerConfig:
     weight_decay: float = 0.0
     """AdamW's decoupled weight decay; >= 0"""
     lr_schedule: str = "constant"
-    """"constant" or "cosine" (decays to min_lr_ratio * lr at total_steps), after the warmup"""
+    """"constant" or "cosine" (decays to min_lr_ratio * lr at max_steps), after the warmup"""
     warmup_steps: int = 0
     """optimizer steps of linear warmup from lr / warmup_steps up to lr; >= 0"""
-    total_steps: int = 1000
-    """optimizer steps the cosine schedule spans; >= 1"""
+    max_steps: int = 1000
+    """optimizer steps of the run (the training loop stops there; the cosine schedule spans
+    them); >= 1"""
     min_lr_ratio: float = 0.0
     """the cosine schedule's final lr as a share of lr; in [0, 1]"""
     max_grad_norm: float = 1.0
@@ -137,7 +138,7 @@ class TrainerConfig:
             f"lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}",
         )
         _require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        _require(self.total_steps >= 1, f"total_steps must be >= 1, got {self.total_steps}")
+        _require(self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
         _require(
             0.0 <= self.min_lr_ratio <= 1.0,
             f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}",

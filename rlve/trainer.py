@@ -63,14 +63,14 @@ def _with_lora(model: nn.Module, config: TrainerConfig) -> nn.Module:
 
 def _lr_lambda(config: TrainerConfig):
     """Multiplier of the peak lr at optimizer step `step`: linear warmup, then constant or a
-    cosine decay to min_lr_ratio at total_steps (Loshchilov & Hutter 2017, SGDR eq. 5)."""
+    cosine decay to min_lr_ratio at max_steps (Loshchilov & Hutter 2017, SGDR eq. 5)."""
 
     def factor(step: int) -> float:
         if step < config.warmup_steps:
             return (step + 1) / config.warmup_steps
         if config.lr_schedule == "constant":
             return 1.0
-        span = max(1, config.total_steps - config.warmup_steps)
+        span = max(1, config.max_steps - config.warmup_steps)
         progress = min(1.0, (step - config.warmup_steps) / span)
         cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
         return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 WORKER_EXTENSION = "rlve.rollout.vllm_worker.WeightSyncExtension"
 
 
-@dataclass(frozen=True)
+@dataclass
 class VLLMSettings:
     """How the vLLM engine is started."""
 

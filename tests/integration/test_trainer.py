@@ -118,7 +118,7 @@ def test_gradient_accumulation_equals_one_big_batch(loss):
 @pytest.mark.parametrize("lora", [False, True])
 def test_kill_and_resume_reproduces_the_uninterrupted_run(tmp_path, lora):
     config = TrainerConfig(loss="cispo", lr=1e-3, warmup_steps=2, lr_schedule="cosine",
-                           total_steps=4, weight_decay=0.01)  # fmt: skip
+                           max_steps=4, weight_decay=0.01)  # fmt: skip
     if lora:  # adapter dropout draws from the torch rng, which must be restored too
         config.lora = replace(LORA, dropout=0.1)
     uninterrupted = Trainer(config)

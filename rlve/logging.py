@@ -1,0 +1,143 @@
+"""One sink for a run's metrics: metrics.jsonl always, W&B when enabled, a console progress line.
+
+Each step's metrics go out under the names of DESIGN.md. A few rollouts per step are written as
+readable text under `samples/`, because looking at what the model actually did is the fastest way
+to find a broken reward or a collapsed policy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rlve.run_config import LoggingConfig
+from rlve.types import RolloutGroup, Trajectory
+
+
+def _jsonable(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+class MetricsLogger:
+    """Writes every step's metrics to metrics.jsonl, W&B and the console."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        config: LoggingConfig,
+        resolved_config: dict[str, Any],
+        run_name: str,
+        max_steps: int,
+        resume: bool = False,
+    ):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.max_steps = max_steps
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+        self.samples_dir = self.run_dir / "samples"
+        self._file = self.metrics_path.open("a" if resume else "w")
+        self._started = time.time()
+        self._first_step: int | None = None
+        self._wandb = None
+        if config.wandb_mode != "disabled":
+            self._wandb = _start_wandb(self.run_dir, config, resolved_config, run_name, resume)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        """Record one step; the line in metrics.jsonl is flushed before this returns."""
+        row = {"step": step, "time": round(time.time() - self._started, 3)}
+        row.update({k: _jsonable(float(v)) for k, v in sorted(metrics.items())})
+        self._file.write(json.dumps(row) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        if self._wandb is not None:
+            self._wandb.log(metrics, step=step)
+        if self.config.console_every and step % self.config.console_every == 0:
+            print(self._progress_line(step, metrics), file=sys.stderr, flush=True)
+
+    def _progress_line(self, step: int, m: dict[str, float]) -> str:
+        if self._first_step is None:
+            self._first_step, self._first_time = step, time.time()
+        done = step - self._first_step + 1
+        per_step = (time.time() - self._first_time) / done if done > 1 else m.get("perf/step_s", 0)
+        eta = max(self.max_steps - step, 0) * per_step
+        parts = [f"step {step}/{self.max_steps}", f"reward {m.get('reward/mean', 0):.3f}"]
+        if "game/win" in m:
+            parts.append(f"win/draw {m['game/win']:.2f}/{m.get('game/draw', 0):.2f}")
+        parts += [
+            f"loss {m.get('train/loss', float('nan')):.4f}",
+            f"{m.get('perf/rollout_tokens_per_s', 0):.0f} tok/s",
+            f"{m.get('perf/step_s', 0):.1f} s/step",
+            f"ETA {eta / 60:.1f} min",
+        ]
+        return " | ".join(parts)
+
+    def save_samples(self, step: int, groups: Sequence[RolloutGroup]) -> Path | None:
+        """Write a few rollouts of this step as text: the best and the worst of the first groups."""
+        count = self.config.samples_per_step
+        if count <= 0 or not groups:
+            return None
+        picked: list[Trajectory] = []
+        for group in groups:
+            ranked = sorted(group.trajectories, key=lambda t: t.reward)
+            picked += [ranked[-1], ranked[0]] if len(ranked) > 1 else ranked
+            if len(picked) >= count:
+                break
+        self.samples_dir.mkdir(exist_ok=True)
+        path = self.samples_dir / f"step_{step:06d}.txt"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("\n\n".join(render_trajectory(t) for t in picked[:count]) + "\n")
+        tmp.replace(path)
+        return path
+
+    def close(self) -> None:
+        self._file.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+def render_trajectory(t: Trajectory) -> str:
+    """A rollout as a reader would like to see it."""
+    head = (
+        f"=== {t.env_name} example {t.example_id} | reward {t.reward:.3f} | "
+        f"stop {t.stop_reason} | turns {t.num_turns} | weights v{t.weight_version}"
+    )
+    metrics = ", ".join(f"{k}={v:.3g}" for k, v in sorted(t.metrics.items()))
+    lines = [head, f"metrics: {metrics}"]
+    for message in t.prompt[-1:] + t.completion:
+        lines.append(f"--- {message['role']}\n{message.get('content') or ''}")
+    return "\n".join(lines)
+
+
+def _start_wandb(run_dir, config, resolved_config, run_name, resume):
+    import wandb
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    return wandb.init(
+        project=config.project,
+        name=run_name,
+        tags=list(config.tags),
+        config=resolved_config,
+        dir=str(run_dir),
+        mode=config.wandb_mode,
+        resume="allow" if resume else None,
+        id=_wandb_id(run_dir, resume),
+    )
+
+
+def _wandb_id(run_dir: Path, resume: bool) -> str:
+    """The W&B run id, kept in the run directory so a resumed run continues the same W&B run."""
+    path = run_dir / "wandb_id.txt"
+    if resume and path.exists():
+        return path.read_text().strip()
+    run_id = uuid.uuid4().hex[:12]
+    path.write_text(run_id)
+    return run_id

@@ -1,0 +1,123 @@
+"""Collecting one training step's rollout groups, with DAPO dynamic sampling.
+
+`BatchCollector.collect()` draws problems, plays their groups, feeds every finished group to the
+curriculum (also the ones dropped later), applies overlong shaping, and with dynamic sampling keeps
+only groups whose rewards differ, sampling again until the batch is full or the refills run out.
+`submit()` does the same in a background thread, so generation can overlap training
+(`async_level` 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlve.algorithms import overlong_penalty
+from rlve.curriculum.mixture import ProblemSampler
+from rlve.rollout.engine import Engine
+from rlve.rollout.episode import EpisodeSettings
+from rlve.rollout.runner import env_sampling, play_groups
+from rlve.run_config import RolloutConfig
+from rlve.types import RolloutGroup
+
+
+@dataclass
+class StepBatch:
+    """The groups of one step and how they were obtained."""
+
+    groups: list[RolloutGroup]
+    """groups to train on (at most groups_per_step)"""
+    played: list[RolloutGroup]
+    """every group played this step, dropped ones included"""
+    rounds: int
+    generate_s: float
+    sampler_state: dict[str, Any] = field(default_factory=dict)
+    """the problem sampler's state right after this batch: where a resumed run continues"""
+
+    @property
+    def effective_prompt_ratio(self) -> float:
+        return sum(g.has_signal for g in self.played) / len(self.played) if self.played else 0.0
+
+    @property
+    def sampled_tokens(self) -> int:
+        return sum(t.num_sampled_tokens for g in self.played for t in g.trajectories)
+
+
+class BatchCollector:
+    """Plays the rollout groups of each step; one batch at a time, possibly in the background."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        sampler: ProblemSampler,
+        config: RolloutConfig,
+        settings: EpisodeSettings,
+    ):
+        self.engine = engine
+        self.sampler = sampler
+        self.config = config
+        self.settings = settings
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollouts")
+
+    def submit(self) -> concurrent.futures.Future[StepBatch]:
+        """Start collecting the next batch in the background."""
+        return self._executor.submit(self.collect)
+
+    def collect(self) -> StepBatch:
+        started = time.perf_counter()
+        need = self.config.groups_per_step
+        kept: list[RolloutGroup] = []
+        played: list[RolloutGroup] = []
+        rounds = 0
+        max_rounds = 1 + (self.config.max_refills if self.config.dynamic_sampling else 0)
+        while len(kept) < need and rounds < max_rounds:
+            missing = need - len(kept)
+            ask = missing if rounds == 0 else math.ceil(missing * self.config.oversample)
+            groups = self._play(ask)
+            rounds += 1
+            self.sampler.observe(groups)
+            self._shape_overlong(groups)
+            played += groups
+            kept += [g for g in groups if g.has_signal or not self.config.dynamic_sampling]
+        return StepBatch(
+            groups=kept[:need],
+            played=played,
+            rounds=rounds,
+            generate_s=time.perf_counter() - started,
+            sampler_state=self.sampler.state_dict(),
+        )
+
+    def _play(self, count: int) -> list[RolloutGroup]:
+        jobs = self.sampler.draw(count)
+        return asyncio.run(
+            play_groups(
+                self.engine,
+                jobs,
+                self.config.group_size,
+                self.settings,
+                self.config.max_concurrent,
+            )
+        )
+
+    def _shape_overlong(self, groups: list[RolloutGroup]) -> None:
+        """DAPO overlong shaping: a penalty for turns that ran into the last tokens of the limit."""
+        buffer = self.config.overlong_buffer
+        if buffer is None:
+            return
+        for group in groups:
+            env = self.sampler.envs[group.env_name]
+            limit = (self.sampler.sampling.get(group.env_name) or env_sampling(env)).max_tokens
+            for t in group.trajectories:
+                if not t.turn_spans:
+                    continue
+                longest = max(end - start for start, end in t.turn_spans)
+                penalty = overlong_penalty(longest, limit, min(buffer, limit))
+                t.reward += penalty
+                t.metrics["reward/overlong_penalty"] = penalty
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,248 @@
+"""`python -m rlve.train +experiment=tictactoe_cispo`: the RL loop, top to bottom.
+
+Each step: the inference worker (vLLM) plays rollout groups of problems drawn from the
+environments (dynamic sampling drops groups without signal and draws more), the trainer takes one
+optimizer step on them, the new weights go back into vLLM, metrics go to metrics.jsonl / W&B /
+the console, and every `save_every` steps a checkpoint (weights, optimizer, rng, data position,
+curriculum) is written atomically. With `rollout.async_level=1` the next batch is generated while
+the trainer trains on this one (one step off-policy; the sampler's log-probs feed the importance
+correction). Ctrl-C saves a checkpoint and exits; `resume=true` continues the run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import logging
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from rlve.checkpoint import latest_checkpoint
+from rlve.curriculum import DifficultyController
+from rlve.curriculum.mixture import ProblemSampler
+from rlve.envs import list_environments, load_environment
+from rlve.envs.base import Environment
+from rlve.logging import MetricsLogger
+from rlve.rollout.collector import BatchCollector, StepBatch
+from rlve.rollout.episode import EpisodeSettings
+from rlve.rollout.runner import env_sampling
+from rlve.rollout.scripted import ScriptedEngine
+from rlve.rollout.summary import summarize
+from rlve.run_config import RunConfig, register_configs
+from rlve.trainer import Trainer
+
+log = logging.getLogger("rlve.train")
+
+BATCH_TIMEOUT_S = 3600.0
+"""longest wait for one step's rollouts before the run stops with an error (never hang)"""
+
+
+# ----------------------------------------------------------------------------------------------
+# Building the pieces
+# ----------------------------------------------------------------------------------------------
+
+
+def expand_env_names(patterns: list[str]) -> list[str]:
+    """Names and globs (`rlve-gym/*`) -> environment names; a glob matching nothing is an error."""
+    known = list_environments()
+    names: list[str] = []
+    for pattern in patterns:
+        if any(ch in pattern for ch in "*?["):
+            matches = fnmatch.filter(known, pattern)
+            if not matches:
+                raise ValueError(f"env.names: the pattern {pattern!r} matches no environment")
+        else:
+            matches = [pattern]
+        names += [m for m in matches if m not in names]
+    return names
+
+
+def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[str, float]]:
+    """The environments of the mixture and their sampling weights."""
+    envs: dict[str, Environment] = {}
+    weights: dict[str, float] = {}
+    for i, pattern in enumerate(config.env.names):
+        names = expand_env_names([pattern])
+        for name in names:
+            envs[name] = load_environment(name, **config.env.args.get(name, {}))
+            if config.env.weights is not None:
+                weights[name] = config.env.weights[i] / len(names)
+    return envs, weights
+
+
+def build_engine(config: RunConfig, trainer: Trainer):
+    """The inference engine: vLLM serving the trainer's model, or a scripted policy (tests)."""
+    if config.rollout.engine == "scripted":
+        module, _, name = config.rollout.scripted_policy.partition(":")
+        policy = getattr(importlib.import_module(module), name)
+        return ScriptedEngine(policy, trainer.tokenizer)
+    from rlve.models import resolve_model_path
+    from rlve.rollout.vllm_engine import VLLMEngine
+
+    return VLLMEngine(resolve_model_path(config.trainer.model), trainer.tokenizer, config.inference)
+
+
+def build_sampler(config: RunConfig, envs: dict[str, Environment], weights) -> ProblemSampler:
+    curriculum = config.env.curriculum
+    controller = None
+    if curriculum.enabled:
+        controller = DifficultyController(
+            tau_acc=curriculum.tau_acc,
+            tau_num=curriculum.tau_num,
+            d_delta=curriculum.d_delta,
+            lower_floor=curriculum.lower_floor,
+            variance_weighting=curriculum.variance_weighting,
+        )
+    sampling = {
+        name: env_sampling(
+            env,
+            temperature=config.trainer.temperature,
+            top_p=config.rollout.top_p,
+            max_tokens=config.rollout.max_tokens,
+        )
+        for name, env in envs.items()
+    }
+    return ProblemSampler(envs, weights or None, controller, sampling, seed=config.env.seed)
+
+
+# ----------------------------------------------------------------------------------------------
+# One step's metrics
+# ----------------------------------------------------------------------------------------------
+
+
+def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> dict[str, float]:
+    """Rollout-side metrics of a step: rewards of every group played, batch and curriculum."""
+    metrics = summarize(batch.played)
+    for name in {g.env_name for g in batch.played}:
+        env = sampler.envs[name]
+        rollouts = [t for g in batch.played if g.env_name == name for t in g.trajectories]
+        metrics[f"env/{name}/reward"] = sum(t.reward for t in rollouts) / len(rollouts)
+        metrics[f"env/{name}/accuracy"] = sum(env.accuracy(t) for t in rollouts) / len(rollouts)
+    metrics["batch/effective_prompt_ratio"] = batch.effective_prompt_ratio
+    metrics["batch/groups_dropped"] = float(len(batch.played) - len(batch.groups))
+    metrics["batch/groups"] = float(len(batch.groups))
+    metrics["batch/rounds"] = float(batch.rounds)
+    metrics["perf/rollout_s"] = waited_s
+    metrics["perf/generate_s"] = batch.generate_s
+    metrics["perf/rollout_tokens_per_s"] = batch.sampled_tokens / max(batch.generate_s, 1e-9)
+    if sampler.controller is not None:
+        metrics.update(sampler.controller.metrics())
+    return metrics
+
+
+# ----------------------------------------------------------------------------------------------
+# The loop
+# ----------------------------------------------------------------------------------------------
+
+
+def train(config: RunConfig) -> Path:
+    """Run (or resume) a training run; returns its directory."""
+    config.validate()
+    run_dir = Path(config.output_dir)
+    checkpoints = run_dir / "checkpoints"
+    latest = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
+    if latest and not config.resume:
+        raise FileExistsError(
+            f"{run_dir} already holds checkpoints: pass resume=true to continue that run, or "
+            "choose another output_dir (or run_name)"
+        )
+    if config.resume and not latest:
+        raise FileNotFoundError(f"resume=true but {checkpoints} holds no checkpoint")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.to_container(OmegaConf.structured(config), resolve=True)
+    OmegaConf.save(OmegaConf.create(resolved), run_dir / "config.yaml")
+
+    envs, weights = build_environments(config)
+    sampler = build_sampler(config, envs, weights)
+    trainer = Trainer(config.trainer)
+    if latest:
+        extra = trainer.resume(latest)
+        sampler.load_state_dict(extra["sampler"])
+        log.info("resumed %s at step %d", latest, trainer.step)
+    engine = build_engine(config, trainer)
+    logger = MetricsLogger(
+        run_dir,
+        config.logging,
+        resolved,
+        config.run_name,
+        config.trainer.max_steps,
+        resume=bool(latest),
+    )
+    collector = BatchCollector(
+        engine,
+        sampler,
+        config.rollout,
+        EpisodeSettings(
+            max_seq_len=getattr(engine, "max_seq_len", None),
+            time_limit_s=config.rollout.episode_time_limit_s,
+        ),
+    )
+    try:
+        if latest and hasattr(engine, "push_weights"):
+            engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
+        _loop(config, trainer, engine, sampler, collector, logger, checkpoints)
+    finally:
+        collector.close()
+        logger.close()
+        if hasattr(engine, "shutdown"):
+            engine.shutdown()
+    return run_dir
+
+
+def _loop(config, trainer, engine, sampler, collector, logger, checkpoints) -> None:
+    async_level = config.rollout.async_level
+    pending = collector.submit()
+    batch: StepBatch | None = None
+    saved_step = trainer.step
+    try:
+        while trainer.step < config.trainer.max_steps:
+            step_started = time.perf_counter()
+            batch = pending.result(timeout=BATCH_TIMEOUT_S)
+            waited_s = time.perf_counter() - step_started
+            if async_level == 1:
+                pending = collector.submit()  # generates step n+1 while step n trains
+            metrics = step_metrics(batch, sampler, waited_s)
+            metrics.update(trainer.train_step(batch.groups))
+            if async_level == 1:
+                pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version
+            sync_s = 0.0
+            if hasattr(engine, "push_weights"):
+                sync_s = engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
+            if async_level == 0 and trainer.step < config.trainer.max_steps:
+                pending = collector.submit()
+            metrics["perf/sync_s"] = sync_s
+            metrics["perf/step_s"] = time.perf_counter() - step_started
+            logger.log(trainer.step, metrics)
+            logger.save_samples(trainer.step, batch.played)
+            if trainer.step % config.save_every == 0 or trainer.step == config.trainer.max_steps:
+                trainer.save(str(checkpoints), extra={"sampler": batch.sampler_state})
+                saved_step = trainer.step
+    except KeyboardInterrupt:
+        if batch is not None and trainer.step > saved_step:
+            path = trainer.save(str(checkpoints), extra={"sampler": batch.sampler_state})
+            print(f"\ninterrupted: checkpoint saved to {path}", file=sys.stderr)
+        raise
+
+
+register_configs()
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="config")
+def main(cfg: DictConfig) -> None:
+    config: RunConfig = OmegaConf.to_object(cfg)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        run_dir = train(config)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    print(f"metrics: {run_dir / 'metrics.jsonl'}")
+    print(f"samples: {run_dir / 'samples'}")
+    print(f"checkpoints: {run_dir / 'checkpoints'}")
+
+
+if __name__ == "__main__":
+    main()
