@@ -11,7 +11,6 @@ correction). Ctrl-C saves a checkpoint and exits; `resume=true` continues the ru
 
 from __future__ import annotations
 
-import fnmatch
 import importlib
 import logging
 import sys
@@ -24,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlve.checkpoint import latest_checkpoint
 from rlve.curriculum import DifficultyController
 from rlve.curriculum.mixture import ProblemSampler
-from rlve.envs import list_environments, load_environment
+from rlve.envs import expand_env_names, load_environment
 from rlve.envs.base import Environment
 from rlve.logging import MetricsLogger
 from rlve.rollout.collector import BatchCollector, StepBatch
@@ -44,21 +43,6 @@ BATCH_TIMEOUT_S = 3600.0
 # ----------------------------------------------------------------------------------------------
 # Building the pieces
 # ----------------------------------------------------------------------------------------------
-
-
-def expand_env_names(patterns: list[str]) -> list[str]:
-    """Names and globs (`rlve-gym/*`) -> environment names; a glob matching nothing is an error."""
-    known = list_environments()
-    names: list[str] = []
-    for pattern in patterns:
-        if any(ch in pattern for ch in "*?["):
-            matches = fnmatch.filter(known, pattern)
-            if not matches:
-                raise ValueError(f"env.names: the pattern {pattern!r} matches no environment")
-        else:
-            matches = [pattern]
-        names += [m for m in matches if m not in names]
-    return names
 
 
 def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[str, float]]:

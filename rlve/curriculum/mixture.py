@@ -10,15 +10,19 @@ where it stopped.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlve.curriculum.controller import DifficultyController
 from rlve.envs.base import Environment
+from rlve.envs.gym.verifiable import EnvironmentDisabled
 from rlve.rollout.engine import SamplingConfig
 from rlve.rollout.runner import GroupJob
 from rlve.types import RolloutGroup
+
+log = logging.getLogger(__name__)
 
 
 def is_adaptive(env: Environment) -> bool:
@@ -48,6 +52,7 @@ class ProblemSampler:
         self.rng = random.Random(seed)
         self.cursor = {name: 0 for name in self.names}
         self.drawn = 0
+        self.disabled: list[str] = []
 
     def _choose_env(self) -> str:
         if self.controller is not None and self.controller.variance_weighting:
@@ -66,19 +71,32 @@ class ProblemSampler:
 
     def draw(self, count: int) -> list[GroupJob]:
         """The next `count` problems."""
-        jobs = []
-        for _ in range(count):
+        jobs: list[GroupJob] = []
+        while len(jobs) < count:
             name = self._choose_env()
             env = self.envs[name]
             problem_seed = self.rng.randrange(2**31)
             if self.controller is not None and is_adaptive(env):
                 difficulty = self.controller.sample(name, self.rng)
-                example = env.make_example(seed=problem_seed, difficulty=difficulty)
+                try:
+                    example = env.make_example(seed=problem_seed, difficulty=difficulty)
+                except EnvironmentDisabled as disabled:
+                    self._disable(name, disabled)
+                    continue
             else:
                 example = self._dataset_example(name)
             jobs.append(GroupJob(env, example, problem_seed, self.sampling.get(name)))
             self.drawn += 1
         return jobs
+
+    def _disable(self, name: str, reason: Exception) -> None:
+        """Drop an environment whose generator keeps failing; the run goes on without it."""
+        log.warning("disabling environment %s for this run: %s", name, reason)
+        index = self.names.index(name)
+        del self.names[index], self.weights[index]
+        self.disabled.append(name)
+        if not self.names:
+            raise RuntimeError(f"every environment of the mixture is disabled (last: {reason})")
 
     def observe(self, groups: Sequence[RolloutGroup]) -> None:
         """Feed finished groups (kept or dropped) to the curriculum controller."""
@@ -101,6 +119,7 @@ class ProblemSampler:
             "rng": [version, list(internal), gauss],
             "cursor": dict(self.cursor),
             "drawn": self.drawn,
+            "disabled": list(self.disabled),
             "controller": self.controller.state_dict() if self.controller else None,
         }
 
@@ -109,5 +128,10 @@ class ProblemSampler:
         self.rng.setstate((version, tuple(internal), gauss))
         self.cursor.update(state["cursor"])
         self.drawn = state["drawn"]
+        for name in state.get("disabled", []):
+            if name in self.names:
+                index = self.names.index(name)
+                del self.names[index], self.weights[index]
+                self.disabled.append(name)
         if self.controller is not None and state.get("controller") is not None:
             self.controller.load_state_dict(state["controller"])

@@ -4,6 +4,7 @@ from rlve.envs.base import Environment, MultiTurnEnv, SingleTurnEnv, State, buil
 from rlve.envs.parsers import Parser, ThinkParser, XMLParser, extract_boxed
 from rlve.envs.registry import (
     EnvironmentSource,
+    expand_env_names,
     list_environments,
     load_environment,
     register_source,
@@ -24,6 +25,7 @@ __all__ = [
     "ToolEnv",
     "XMLParser",
     "build_dataset",
+    "expand_env_names",
     "extract_boxed",
     "list_environments",
     "load_environment",

@@ -9,6 +9,7 @@ environments (e.g. `rlve-gym/<Identifier>`) plug in as sources that list and loa
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import functools
 import importlib
 import inspect
@@ -103,3 +104,28 @@ def load_environment(name: str, **kwargs) -> Environment:
         raise TypeError(f"the loader of {name!r} returned {type(env).__name__}, not an Environment")
     env.name = name
     return env
+
+
+def expand_env_names(patterns: Iterable[str]) -> list[str]:
+    """Environment names matching each pattern (fnmatch globs such as `rlve-gym/Sort*`, or
+    exact names), in pattern order without repeats. ValueError names a pattern that matches
+    nothing."""
+    known = list_environments()
+    found: list[str] = []
+    for pattern in patterns:
+        matches = (
+            fnmatch.filter(known, pattern) if _is_glob(pattern) else [pattern] * (pattern in known)
+        )
+        if not matches:
+            close = difflib.get_close_matches(pattern, known, n=5, cutoff=0.6)
+            hint = f"; close names: {close}" if close else ""
+            raise ValueError(f"environment pattern {pattern!r} matches no environment{hint}")
+        found.extend(m for m in matches if m not in found)
+    return found
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+import rlve.envs.gym.sources  # noqa: E402, F401  (registers rlve-gym/, reasoning-gym/, rlve/)
