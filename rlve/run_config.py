@@ -8,6 +8,7 @@ command line. The trainer's own settings (model, LoRA, optimizer, loss) are `Tra
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rlve.config import TrainerConfig
@@ -194,3 +195,19 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="rlve_schema", node=RunConfig)
+
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def load_run_config(overrides: list[str] = ()) -> RunConfig:
+    """The RunConfig `python -m rlve.train <overrides>` would run with (validated)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    config = OmegaConf.to_object(cfg)
+    config.validate()
+    return config

@@ -31,7 +31,7 @@ from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.scripted import ScriptedEngine
 from rlve.rollout.summary import summarize
-from rlve.run_config import RunConfig, register_configs
+from rlve.run_config import CONFIG_DIR, RunConfig, register_configs
 from rlve.trainer import Trainer
 
 log = logging.getLogger("rlve.train")
@@ -169,6 +169,7 @@ def train(config: RunConfig) -> Path:
         if latest and hasattr(engine, "push_weights"):
             engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
         _loop(config, trainer, engine, sampler, collector, logger, checkpoints)
+        trainer.export(str(run_dir / "model"))
     finally:
         collector.close()
         logger.close()
@@ -215,7 +216,7 @@ def _loop(config, trainer, engine, sampler, collector, logger, checkpoints) -> N
 register_configs()
 
 
-@hydra.main(version_base=None, config_path="../configs", config_name="config")
+@hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     config: RunConfig = OmegaConf.to_object(cfg)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -226,6 +227,7 @@ def main(cfg: DictConfig) -> None:
     print(f"metrics: {run_dir / 'metrics.jsonl'}")
     print(f"samples: {run_dir / 'samples'}")
     print(f"checkpoints: {run_dir / 'checkpoints'}")
+    print(f"final model: {run_dir / 'model'}")
 
 
 if __name__ == "__main__":

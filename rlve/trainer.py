@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import random
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
@@ -32,7 +33,7 @@ from rlve.checkpoint import (
 )
 from rlve.config import TrainerConfig
 from rlve.logprobs import sequence_logprobs
-from rlve.models import load_causal_lm, load_tokenizer
+from rlve.models import TINY_MARKER_FILE, load_causal_lm, load_tokenizer, resolve_model_path
 from rlve.train_batch import TrainSequence, build_train_batch, sequences_from_groups
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
@@ -420,4 +421,7 @@ class Trainer:
         if getattr(self.causal_lm, "generation_config", None) is not None:
             self.causal_lm.generation_config.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
+        marker = os.path.join(resolve_model_path(self.config.model), TINY_MARKER_FILE)
+        if os.path.isfile(marker):  # keeps the tiny tokenizer loading exactly as saved
+            shutil.copy(marker, path)
         return path

@@ -64,3 +64,34 @@ class ChatTokens:
             if completion_ids[-overlap:] == end[:overlap]:
                 return end[overlap:]
         return end
+
+
+def conversation_tokens(
+    tokenizer: Any, prompt: list[Message], completion: list[Message], tools=None
+) -> tuple[list[int], list[int]]:
+    """Token ids and loss mask of a finished text conversation, laid out exactly as a token-exact
+    episode would have produced it (assistant turns: their text + end-of-turn token, mask 1).
+
+    For text-only teachers (an OpenAI-compatible endpoint): their games become SFT data in the
+    student's own chat format. A trailing non-assistant message is left out, as in an episode.
+    """
+    chat = ChatTokens(tokenizer, tools)
+    ids = chat.prompt_ids(prompt)
+    mask = [0] * len(ids)
+    pending: list[Message] = []
+    last_turn: list[int] = []
+    for message in completion:
+        if message["role"] != "assistant":
+            pending.append(message)
+            continue
+        if pending:
+            bridge = chat.reply_ids(last_turn, pending)
+            ids += bridge
+            mask += [0] * len(bridge)
+            pending = []
+        text = str(message.get("content") or "")
+        last_turn = list(tokenizer.encode(text, add_special_tokens=False))
+        last_turn.append(tokenizer.eos_token_id)
+        ids += last_turn
+        mask += [1] * len(last_turn)
+    return ids, mask

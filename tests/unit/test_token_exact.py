@@ -87,3 +87,13 @@ def test_sampled_tokens_are_kept_even_when_retokenizing_would_differ(tiny_tokeni
     ):
         assert current[: len(previous)] == previous
         assert current[len(previous) : len(previous) + end - start] == t.token_ids[start:end]
+
+
+def test_text_conversations_tokenize_like_a_token_exact_episode(tiny_tokenizer):
+    from rlve.rollout.chat_tokens import conversation_tokens
+
+    tok = tiny_tokenizer
+    result = rlve.evaluate(tictactoe(), ScriptedEngine(minimax_policy, tok), 5)
+    for t in (t for g in result.groups for t in g.trajectories):
+        ids, mask = conversation_tokens(tok, t.prompt, t.completion)
+        assert ids == t.token_ids and mask == t.loss_mask

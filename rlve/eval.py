@@ -1,0 +1,287 @@
+"""`scripts/evaluate.py`: evaluate a model (or a scripted policy) on an environment, from the shell.
+
+    python scripts/evaluate.py --env tictactoe --model tiny --num-examples 100 --out runs/eval/x
+
+Writes `summary.json` (the metrics and the settings that produced them) and `rollouts.jsonl` (one
+line per rollout) under --out, and prints the main metrics. Engines: vLLM on a model directory or
+hub id (default), an OpenAI-compatible endpoint (--base-url), or a scripted policy (--policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import rlve
+from rlve.envs.base import Environment
+from rlve.evaluate import EvalResult, evaluate_async
+from rlve.rollout.engine import Engine, SamplingConfig
+from rlve.rollout.runner import env_sampling
+from rlve.rollout.scripted import Policy, ScriptedEngine
+
+ENGINE_KINDS = ("vllm", "openai", "scripted")
+
+MAIN_METRICS = (
+    "reward/mean",
+    "reward/std",
+    "game/win",
+    "game/draw",
+    "game/loss",
+    "game/format",
+    "game/invalid",
+    "completion/len_mean",
+    "completion/truncated_frac",
+)
+"""the metrics the printed table shows when present (summary.json has them all)"""
+
+
+class UsageError(ValueError):
+    """A bad command-line argument; the message is the one line the user sees."""
+
+
+# ---------------------------------------------------------------- arguments -> objects
+
+
+def load_policy(spec: str) -> Policy:
+    """`package.module:function` -> the function, e.g. `rlve.envs.tictactoe:minimax_policy`."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise UsageError(f"--policy must look like 'package.module:function', got {spec!r}")
+    try:
+        policy = getattr(importlib.import_module(module_name), attr)
+    except ImportError as exc:
+        raise UsageError(f"--policy {spec!r}: cannot import {module_name!r} ({exc})") from exc
+    except AttributeError as exc:
+        raise UsageError(f"--policy {spec!r}: module {module_name!r} has no {attr!r}") from exc
+    if not callable(policy):
+        raise UsageError(f"--policy {spec!r} is not callable")
+    return policy
+
+
+def parse_env_args(text: str) -> dict[str, Any]:
+    """The JSON object given to --env-args, as keyword arguments."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"--env-args is not valid JSON ({exc.msg} at char {exc.pos}): {text!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--env-args must be a JSON object like '{{\"seed\": 1}}', got {text!r}")
+    return value
+
+
+def build_env(name: str, env_args: dict[str, Any]) -> Environment:
+    """`rlve.load_environment`, with its argument errors turned into one-line usage errors."""
+    try:
+        return rlve.load_environment(name, **env_args)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"--env {name}: {exc}") from exc
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that choose a model and an engine (shared with scripts/play.py)."""
+    group = parser.add_argument_group("model and engine")
+    group.add_argument("--model", default=None,
+                       help="vllm: 'tiny' (default), a model directory or a hub id; openai: the "
+                            "served model name (required)")  # fmt: skip
+    group.add_argument("--engine", choices=ENGINE_KINDS, default=None,
+                       help="default: scripted with --policy, openai with --base-url, "
+                            "else vllm")  # fmt: skip
+    group.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
+                       help="API root of an OpenAI-compatible server, e.g. "
+                            "http://127.0.0.1:8000/v1 (default $OPENAI_BASE_URL)")  # fmt: skip
+    group.add_argument("--api-key", default=None, help="default $OPENAI_API_KEY")
+    group.add_argument("--policy", default=None,
+                       help="scripted policy 'module:function', e.g. "
+                            "rlve.envs.tictactoe:minimax_policy")  # fmt: skip
+    group.add_argument("--max-model-len", type=int, default=2048, help="vllm: longest sequence")
+    group.add_argument("--dtype", default="float32", help="vllm: float32 (CPU) or bfloat16 (GPU)")
+
+
+def engine_kind(args: argparse.Namespace) -> str:
+    """The engine the flags ask for, checked for the flags it needs."""
+    kind = args.engine or ("scripted" if args.policy else "openai" if args.base_url else "vllm")
+    if kind == "scripted" and not args.policy:
+        raise UsageError("--engine scripted needs --policy module:function")
+    if kind == "openai" and not args.base_url:
+        raise UsageError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
+    if kind == "openai" and not args.model:
+        raise UsageError("--engine openai needs --model, the name the server serves")
+    return kind
+
+
+def build_engine(args: argparse.Namespace) -> Engine:
+    """The engine of `engine_kind(args)`; a vLLM engine must be shut down by the caller."""
+    kind = engine_kind(args)
+    if kind == "scripted":
+        return ScriptedEngine(load_policy(args.policy))
+    if kind == "openai":
+        from rlve.rollout.openai_engine import OpenAIEngine
+
+        return OpenAIEngine(args.base_url, args.model, api_key=args.api_key)
+    from rlve.models import load_tokenizer, resolve_model_path
+    from rlve.rollout.vllm_engine import VLLMEngine, VLLMSettings
+
+    model = args.model or "tiny"
+    try:
+        tokenizer = load_tokenizer(model)
+    except FileNotFoundError as exc:
+        raise UsageError(f"--model: {exc}") from exc
+    settings = VLLMSettings(dtype=args.dtype, max_model_len=args.max_model_len)
+    return VLLMEngine(resolve_model_path(model), tokenizer, settings)
+
+
+def describe_engine(args: argparse.Namespace) -> str:
+    kind = engine_kind(args)
+    if kind == "scripted":
+        return f"scripted {args.policy}"
+    if kind == "openai":
+        return f"openai {args.model} at {args.base_url}"
+    return f"vllm {args.model or 'tiny'}"
+
+
+async def close_engine(engine: Engine) -> None:
+    """Release what the engine holds: vLLM's process, an HTTP client's connections."""
+    if hasattr(engine, "aclose"):
+        await engine.aclose()
+    if hasattr(engine, "shutdown"):
+        engine.shutdown()
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def metrics_table(summary: dict[str, float]) -> str:
+    """The main metrics (and any error counts) that the summary has, one per line."""
+    names = [m for m in MAIN_METRICS if m in summary]
+    # the rubric's parts (reward/<function>) say where the reward came from
+    names[2:2] = sorted(
+        m
+        for m in summary
+        if m.startswith("reward/") and m not in (*names, "reward/min", "reward/max")
+    )
+    names += sorted(m for m in summary if m.startswith("errors/"))
+    lines = [f"{'metric':<28} {'value':>10}", "-" * 39]
+    lines += [f"{name:<28} {summary[name]:>10.4f}" for name in names]
+    return "\n".join(lines)
+
+
+def write_json_atomically(path: Path, value: Any) -> None:
+    """Write to a sibling file, then rename: a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def default_out_dir(args: argparse.Namespace) -> Path:
+    who = args.policy or args.model or "tiny"
+    name = f"{args.env}_{who}_{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path("runs") / "eval" / name.replace("/", "-").replace(":", "-")
+
+
+# ---------------------------------------------------------------- the command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evaluate.py",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--env", required=True, help="environment name (rlve.list_environments())")
+    parser.add_argument("--env-args", default="{}", help="JSON object of environment arguments")
+    add_engine_arguments(parser)
+    run = parser.add_argument_group("evaluation")
+    run.add_argument("--num-examples", type=int, default=100)
+    run.add_argument("--rollouts", type=int, default=1, help="rollouts per example")
+    run.add_argument("--seed", type=int, default=0, help="which examples, and sampling seeds")
+    run.add_argument("--temperature", type=float, default=1.0)
+    run.add_argument("--top-p", type=float, default=1.0)
+    run.add_argument("--max-tokens", type=int, default=None,
+                     help="most tokens per model turn (default: the environment's)")  # fmt: skip
+    run.add_argument("--max-concurrent", type=int, default=64, help="episodes in flight")
+    run.add_argument("--time-limit-s", type=float, default=None, help="per-episode time limit")
+    run.add_argument("--out", type=Path, default=None,
+                     help="output directory (default runs/eval/<env>_<model>_<time>)")  # fmt: skip
+    return parser
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    """Range checks of the count flags (UsageError names the flag)."""
+    if args.num_examples < 1:
+        raise UsageError(f"--num-examples must be >= 1, got {args.num_examples}")
+    if args.rollouts < 1:
+        raise UsageError(f"--rollouts must be >= 1, got {args.rollouts}")
+    if args.max_concurrent < 1:
+        raise UsageError(f"--max-concurrent must be >= 1, got {args.max_concurrent}")
+
+
+def sampling_from_args(env: Environment, args: argparse.Namespace) -> SamplingConfig:
+    try:
+        return env_sampling(
+            env, temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens
+        )
+    except ValueError as exc:  # SamplingConfig names the bad field and its range
+        raise UsageError(f"sampling: {exc}") from exc
+
+
+async def evaluate_then_close(env, engine, args, sampling) -> EvalResult:
+    try:
+        return await evaluate_async(
+            env,
+            engine,
+            args.num_examples,
+            args.rollouts,
+            args.seed,
+            sampling=sampling,
+            max_concurrent=args.max_concurrent,
+            time_limit_s=args.time_limit_s,
+            progress=True,
+        )
+    finally:
+        await close_engine(engine)
+
+
+def evaluate_from_args(args: argparse.Namespace) -> tuple[EvalResult, Path]:
+    """Evaluate as the flags say and write the outputs; returns the result and the out dir."""
+    check_counts(args)
+    env_args = parse_env_args(args.env_args)
+    env = build_env(args.env, env_args)
+    sampling = sampling_from_args(env, args)
+    description = describe_engine(args)
+    out_dir = args.out or default_out_dir(args)
+    engine = build_engine(args)
+    print(
+        f"{args.env} | {description} | {args.num_examples} examples x {args.rollouts} rollouts",
+        flush=True,
+    )
+    result = asyncio.run(evaluate_then_close(env, engine, args, sampling))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    config.pop("api_key")  # never write a secret into a results folder
+    config.update(engine=engine_kind(args), env_args=env_args, sampling=asdict(sampling))
+    write_json_atomically(out_dir / "summary.json", {"metrics": result.summary, "config": config})
+    result.save_rollouts(out_dir / "rollouts.jsonl")
+    return result, out_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the flags, evaluate, print the table. Usage errors print one line and exit 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result, out_dir = evaluate_from_args(args)
+    except UsageError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(metrics_table(result.summary))
+    print(f"\nwrote {out_dir / 'summary.json'} and {out_dir / 'rollouts.jsonl'}")

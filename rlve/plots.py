@@ -1,0 +1,296 @@
+"""`scripts/plot_run.py`: PNG plots of a run's metrics.jsonl (a dashboard, or chosen metrics).
+
+The dashboard has one panel per concern (reward, game outcomes, loss, gradients, policy, sampling,
+completion length, step time, curriculum); a panel whose metrics the run never logged is left
+out. Reads crashed runs too: null/NaN values are gaps, a half-written last line is skipped, and
+steps logged again after a resume replace the earlier rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MetricRows = list[dict[str, float]]
+"""one dict per logged step, sorted by step: metric name -> value (NaN for null)"""
+
+MAX_CURRICULUM_ENVS = 8
+"""curriculum windows drawn at most (the first names, sorted); more would be unreadable"""
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_metrics(path: str | Path) -> MetricRows:
+    """The rows of metrics.jsonl: numbers kept, null as NaN, unreadable lines skipped.
+
+    A line that is not a JSON object (the last line of a crashed run, cut mid-write) is skipped.
+    When a step appears twice (a resumed run logs again from its checkpoint) the later row wins.
+    """
+    by_step: dict[float, dict[str, float]] = {}
+    for index, line in enumerate(Path(path).read_text().splitlines()):
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(raw, dict):
+            continue
+        row = {k: _number(v) for k, v in raw.items() if v is None or _is_number(v)}
+        step = row.get("step", float(index))
+        row["step"] = float(index) if math.isnan(step) else step
+        by_step[row["step"]] = row
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def series(rows: MetricRows, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one metric, NaN where a row lacks it."""
+    steps = np.array([row["step"] for row in rows], dtype=float)
+    values = np.array([row.get(name, math.nan) for row in rows], dtype=float)
+    return steps, values
+
+
+def has_metric(rows: MetricRows, name: str) -> bool:
+    """Whether any row holds a finite value of `name`."""
+    return any(math.isfinite(row.get(name, math.nan)) for row in rows)
+
+
+def moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over the last `window` values, ignoring NaNs; NaN where all are NaN.
+
+    values: [N]. out[i] = mean of the finite values among values[max(0, i - window + 1) : i + 1].
+    """
+    if window < 1:
+        raise ValueError(f"the smoothing window must be >= 1, got {window}")
+    finite = np.isfinite(values)
+    sums = np.concatenate([[0.0], np.cumsum(np.where(finite, values, 0.0))])
+    counts = np.concatenate([[0], np.cumsum(finite)])
+    end = np.arange(1, len(values) + 1)
+    start = np.maximum(end - window, 0)
+    count = counts[end] - counts[start]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (sums[end] - sums[start]) / count, np.nan)
+
+
+# ---------------------------------------------------------------- panels
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One subplot of the dashboard: drawn when any of `metrics` was logged."""
+
+    name: str
+    title: str
+    metrics: tuple[str, ...]
+    draw: Callable[[object, MetricRows, Panel, int], None]
+    """draw(axes, rows, panel, smooth)"""
+
+
+def _draw_lines(ax, rows: MetricRows, panel: Panel, smooth: int) -> None:
+    for name in panel.metrics:
+        if has_metric(rows, name):
+            steps, values = series(rows, name)
+            ax.plot(steps, moving_average(values, smooth), label=name, linewidth=1.4)
+
+
+def _draw_reward(ax, rows: MetricRows, panel: Panel, smooth: int) -> None:
+    steps, mean = series(rows, "reward/mean")
+    mean = moving_average(mean, smooth)
+    ax.plot(steps, mean, label="reward/mean", linewidth=1.6)
+    if has_metric(rows, "reward/std"):
+        std = moving_average(series(rows, "reward/std")[1], smooth)
+        ax.fill_between(steps, mean - std, mean + std, alpha=0.25, label="± reward/std")
+
+
+def _draw_step_time(ax, rows: MetricRows, panel: Panel, smooth: int) -> None:
+    parts = [m for m in ("perf/rollout_s", "perf/train_s", "perf/sync_s") if has_metric(rows, m)]
+    if parts:
+        steps = series(rows, parts[0])[0]
+        # a missing part is drawn as 0 s so the stack stays continuous
+        stack = [np.nan_to_num(moving_average(series(rows, m)[1], smooth)) for m in parts]
+        ax.stackplot(steps, *stack, labels=parts, alpha=0.7)
+    if has_metric(rows, "perf/step_s"):
+        steps, total = series(rows, "perf/step_s")
+        ax.plot(steps, moving_average(total, smooth), "k--", linewidth=1, label="perf/step_s")
+
+
+def curriculum_envs(rows: MetricRows) -> list[str]:
+    """Environment names with a logged `curriculum/<env>/low` or `/high` window."""
+    names = {key for row in rows for key in row if key.startswith("curriculum/")}
+    envs = {
+        key[len("curriculum/") : key.rindex("/")]
+        for key in names
+        if key.endswith(("/low", "/high")) and key.count("/") >= 2
+    }
+    return sorted(
+        e for e in envs if any(has_metric(rows, f"curriculum/{e}/{s}") for s in ("low", "high"))
+    )
+
+
+def _draw_curriculum(ax, rows: MetricRows, panel: Panel, smooth: int) -> None:
+    envs = curriculum_envs(rows)
+    for env in envs[:MAX_CURRICULUM_ENVS]:
+        steps, high = series(rows, f"curriculum/{env}/high")
+        low = series(rows, f"curriculum/{env}/low")[1]
+        # windows move in whole difficulty levels: draw them as steps, not slopes
+        (line,) = ax.plot(steps, high, linewidth=1.2, label=env, drawstyle="steps-post")
+        ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, step="post")
+    if len(envs) > MAX_CURRICULUM_ENVS:
+        ax.set_title(f"curriculum windows [low, high] ({MAX_CURRICULUM_ENVS} of {len(envs)} envs)")
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel("reward", "reward (mean ± std)", ("reward/mean",), _draw_reward),
+    Panel("game", "game outcomes (shares)",
+          ("game/win", "game/draw", "game/loss", "game/invalid", "game/format"), _draw_lines),
+    Panel("loss", "train/loss", ("train/loss",), _draw_lines),
+    Panel("grad_norm", "train/grad_norm", ("train/grad_norm",), _draw_lines),
+    Panel("policy", "entropy, clipping, KL", ("train/entropy", "train/clip_frac", "train/kl"),
+          _draw_lines),
+    Panel("sampling", "effective prompts and truncation",
+          ("batch/effective_prompt_ratio", "completion/truncated_frac"), _draw_lines),
+    Panel("completion_len", "completion length (tokens)",
+          ("completion/len_mean", "completion/len_max"), _draw_lines),
+    Panel("step_time", "step time split (s)",
+          ("perf/rollout_s", "perf/train_s", "perf/sync_s", "perf/step_s"), _draw_step_time),
+    Panel("curriculum", "curriculum windows [low, high]", (), _draw_curriculum),
+)  # fmt: skip
+"""the dashboard's panels, in reading order"""
+
+
+def panels_present(rows: MetricRows) -> list[Panel]:
+    """The panels with something to draw."""
+    present = []
+    for panel in PANELS:
+        if panel.name == "curriculum":
+            if curriculum_envs(rows):
+                present.append(panel)
+        elif any(has_metric(rows, m) for m in panel.metrics):
+            present.append(panel)
+    return present
+
+
+# ---------------------------------------------------------------- figures
+
+
+def _figure(num_panels: int, columns: int):
+    # The object API with an Agg canvas: no pyplot state, no global backend switch.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = max(1, math.ceil(num_panels / columns))
+    figure = Figure(figsize=(6.5 * columns, 3.4 * rows), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    for extra in axes[num_panels:]:
+        extra.set_visible(False)
+    return figure, axes[:num_panels]
+
+
+def _finish(ax, title: str) -> None:
+    if not ax.get_title():
+        ax.set_title(title, fontsize=10)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+
+
+def plot_dashboard(rows: MetricRows, out_path: str | Path, smooth: int = 1) -> list[str]:
+    """Draw every panel with data into one PNG; returns the names of the panels drawn."""
+    panels = panels_present(rows)
+    if not panels:
+        raise ValueError("no dashboard metric was logged (nothing to plot)")
+    figure, axes = _figure(len(panels), columns=2 if len(panels) > 1 else 1)
+    for ax, panel in zip(axes, panels, strict=True):
+        panel.draw(ax, rows, panel, smooth)
+        _finish(ax, panel.title)
+    title = f"smoothed over {smooth} steps" if smooth > 1 else ""
+    if title:
+        figure.suptitle(title, fontsize=9)
+    figure.savefig(out_path)
+    return [panel.name for panel in panels]
+
+
+def plot_metrics(rows: MetricRows, names: list[str], out_path: str | Path,
+                 smooth: int = 1) -> list[str]:  # fmt: skip
+    """One panel with the chosen metrics; ValueError naming those never logged."""
+    missing = [n for n in names if not has_metric(rows, n)]
+    if missing:
+        logged = sorted({k for row in rows for k in row} - {"step"})
+        raise ValueError(f"metrics never logged: {missing}; logged: {logged}")
+    figure, (ax,) = _figure(1, columns=1)
+    _draw_lines(ax, rows, Panel("custom", "", tuple(names), _draw_lines), smooth)
+    _finish(ax, ", ".join(names))
+    figure.savefig(out_path)
+    return names
+
+
+def custom_plot_name(names: list[str]) -> str:
+    """`reward/mean,game/win` -> "metrics_reward-mean_game-win.png"."""
+    return "metrics_" + "_".join(n.replace("/", "-") for n in names) + ".png"
+
+
+# ---------------------------------------------------------------- the command
+
+
+def metrics_file(run: str | Path) -> Path:
+    """A run directory's metrics.jsonl, or the file itself when given one."""
+    path = Path(run)
+    return path / "metrics.jsonl" if path.is_dir() else path
+
+
+def plot_run(run: str | Path, metrics: list[str] | None = None, smooth: int = 1,
+             out_dir: str | Path | None = None) -> dict[Path, list[str]]:  # fmt: skip
+    """Write dashboard.png (and a plot of `metrics` if given) next to metrics.jsonl or in out_dir.
+
+    Returns each PNG written with the panels (or metrics) drawn in it.
+    """
+    source = metrics_file(run)
+    if not source.is_file():
+        raise FileNotFoundError(f"no metrics file at {source} (give a run directory or the file)")
+    rows = read_metrics(source)
+    if not rows:
+        raise ValueError(f"{source} holds no readable metrics line")
+    out = Path(out_dir) if out_dir is not None else source.parent
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    if metrics:
+        path = out / custom_plot_name(metrics)
+        written[path] = plot_metrics(rows, metrics, path, smooth)
+    path = out / "dashboard.png"
+    written[path] = plot_dashboard(rows, path, smooth)
+    return written
+
+
+def main(argv: list[str] | None = None) -> dict[Path, list[str]]:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="plot_run.py", description=__doc__.split("\n")[0])
+    parser.add_argument("run", help="run directory (with metrics.jsonl) or a metrics.jsonl file")
+    parser.add_argument("--metrics", default=None, help="comma-separated names for one more plot")
+    parser.add_argument("--smooth", type=int, default=1, help="moving-average window in steps")
+    parser.add_argument("--out", default=None, help="where the PNGs go (default: the run dir)")
+    args = parser.parse_args(argv)
+    if args.smooth < 1:
+        parser.error(f"--smooth must be >= 1, got {args.smooth}")
+    names = [n.strip() for n in args.metrics.split(",") if n.strip()] if args.metrics else None
+    try:
+        written = plot_run(args.run, names, args.smooth, args.out)
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(str(exc))
+    for path, drawn in written.items():
+        print(f"wrote {path}: {', '.join(drawn)}")
+    return written
