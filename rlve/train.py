@@ -15,7 +15,9 @@ import importlib
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -123,7 +125,11 @@ def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> 
 # ----------------------------------------------------------------------------------------------
 
 
-def train(config: RunConfig) -> Path:
+StepCallback = Callable[[int, Trainer, Any, dict[str, float]], None]
+"""on_step(step, trainer, engine, metrics): called after each step's weight push"""
+
+
+def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
     """Run (or resume) a training run; returns its directory."""
     config.validate()
     run_dir = Path(config.output_dir)
@@ -168,7 +174,7 @@ def train(config: RunConfig) -> Path:
     try:
         if latest and hasattr(engine, "push_weights"):
             engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
-        _loop(config, trainer, engine, sampler, collector, logger, checkpoints)
+        _loop(config, trainer, engine, sampler, collector, logger, checkpoints, on_step)
         trainer.export(str(run_dir / "model"))
     finally:
         collector.close()
@@ -178,7 +184,7 @@ def train(config: RunConfig) -> Path:
     return run_dir
 
 
-def _loop(config, trainer, engine, sampler, collector, logger, checkpoints) -> None:
+def _loop(config, trainer, engine, sampler, collector, logger, checkpoints, on_step) -> None:
     async_level = config.rollout.async_level
     pending = collector.submit()
     batch: StepBatch | None = None
@@ -202,6 +208,8 @@ def _loop(config, trainer, engine, sampler, collector, logger, checkpoints) -> N
             metrics["perf/sync_s"] = sync_s
             metrics["perf/step_s"] = time.perf_counter() - step_started
             logger.log(trainer.step, metrics)
+            if on_step is not None:
+                on_step(trainer.step, trainer, engine, metrics)
             logger.save_samples(trainer.step, batch.played)
             if trainer.step % config.save_every == 0 or trainer.step == config.trainer.max_steps:
                 trainer.save(str(checkpoints), extra={"sampler": batch.sampler_state})

@@ -153,9 +153,15 @@ class Trainer:
         )
         metrics: dict[str, float] = {"train/skipped_groups": float(grouped.skipped_groups)}
         if not grouped.sequences:
-            self._record_bad_step("no group left to train on")
+            if groups:  # every group had bad input: that counts towards TrainingDiverged
+                self._record_bad_step("no group left to train on")
+            else:  # nothing to learn from (e.g. dynamic sampling found no signal): not an error
+                self.skipped_steps += 1
+                logger.info("step %d: no rollout group to train on; skipping the update", self.step)
             self.step += 1
-            return {**metrics, "train/skipped_steps": float(self.skipped_steps)}
+            elapsed = time.perf_counter() - started
+            return {**metrics, "train/skipped_steps": float(self.skipped_steps),
+                    "perf/train_s": elapsed}  # fmt: skip
 
         batch = self._build_batch(grouped.sequences)
         if config.num_iterations > 1:

@@ -189,6 +189,22 @@ class VLLMEngine:
         finish = "length" if sample.finish_reason == "length" else "stop"
         return Generation(sample.text, ids, logprobs, finish, weight_version=version)
 
+    def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
+        """The served model's log-prob of each token of `token_ids` given the tokens before it
+        (temperature 1; the first token has none). For checking weight sync against the trainer."""
+        return self._call(self._prompt_logprobs(list(token_ids)), 120, "scoring a sequence")
+
+    async def _prompt_logprobs(self, token_ids: list[int]) -> list[float]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(temperature=1.0, max_tokens=1, prompt_logprobs=0)
+        final = None
+        prompt = {"prompt_token_ids": token_ids}
+        async for output in self._llm.generate(prompt, params, request_id=uuid.uuid4().hex):
+            final = output
+        steps = final.prompt_logprobs[1:]
+        return [step[token].logprob for step, token in zip(steps, token_ids[1:], strict=True)]
+
     # ---- weights ------------------------------------------------------------------------------
 
     def push_weights(self, named_tensors: NamedTensors, version: int) -> float:

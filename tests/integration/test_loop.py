@@ -1,0 +1,113 @@
+"""The training loop end to end with a scripted policy as the inference engine (no vLLM):
+checkpoints, exact resume, Ctrl-C, dynamic sampling, config errors."""
+
+import json
+
+import pytest
+import torch
+
+from rlve.run_config import load_run_config
+from rlve.train import train
+
+FAST = [
+    "+experiment=tictactoe_cispo",
+    "rollout.engine=scripted",
+    "rollout.scripted_policy=rlve.envs.tictactoe:random_policy",
+    "rollout.groups_per_step=3",
+    "rollout.group_size=4",
+    "rollout.async_level=0",
+    "logging.wandb_mode=disabled",
+    "logging.console_every=0",
+    "trainer.lora.enabled=false",
+    "trainer.lr=1e-3",
+]
+
+
+def run(tmp_path, name, *overrides, on_step=None):
+    config = load_run_config([*FAST, f"output_dir={tmp_path / name}", *overrides])
+    return train(config, on_step=on_step)
+
+
+def metrics(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def final_weights(run_dir):
+    from safetensors.torch import load_file
+
+    return load_file(str(run_dir / "model" / "model.safetensors"))
+
+
+def without_time(row):
+    return {k: v for k, v in row.items() if k != "time" and not k.startswith("perf/")}
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    whole = run(tmp_path, "whole", "trainer.max_steps=4", "save_every=2")
+    part = run(tmp_path, "part", "trainer.max_steps=2", "save_every=2")
+    part = run(tmp_path, "part", "trainer.max_steps=4", "save_every=2", "resume=true")
+    rows_whole, rows_part = metrics(whole), metrics(part)
+    assert [r["step"] for r in rows_part] == [1, 2, 3, 4]
+    assert without_time(rows_part[3]) == without_time(rows_whole[3])
+    a, b = final_weights(whole), final_weights(part)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_interrupt_saves_a_checkpoint_and_the_run_resumes(tmp_path):
+    def interrupt_at_3(step, trainer, engine, metrics):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, "r", "trainer.max_steps=6", "save_every=100", on_step=interrupt_at_3)
+    checkpoints = sorted(p.name for p in (tmp_path / "r" / "checkpoints").iterdir())
+    assert checkpoints == ["step_00000003"]
+    resumed = run(tmp_path, "r", "trainer.max_steps=6", "save_every=100", "resume=true")
+    assert [r["step"] for r in metrics(resumed)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_existing_run_needs_resume_and_resume_needs_a_checkpoint(tmp_path):
+    run(tmp_path, "r", "trainer.max_steps=1")
+    with pytest.raises(FileExistsError, match="resume=true"):
+        run(tmp_path, "r", "trainer.max_steps=2")
+    with pytest.raises(FileNotFoundError, match="holds no checkpoint"):
+        run(tmp_path, "empty", "trainer.max_steps=2", "resume=true")
+
+
+def test_metrics_use_the_design_names_and_dynamic_sampling_drops_flat_groups(tmp_path):
+    # minimax against a perfect opponent draws every game: every group is flat (no signal)
+    run_dir = run(
+        tmp_path, "flat", "trainer.max_steps=1", "rollout.dynamic_sampling=true",
+        "rollout.max_refills=2", "rollout.scripted_policy=rlve.envs.tictactoe:minimax_policy",
+        "env.args.tictactoe.min_random_move_prob=0.0", "env.args.tictactoe.max_random_move_prob=0.0",
+    )  # fmt: skip
+    (row,) = metrics(run_dir)
+    assert row["batch/effective_prompt_ratio"] == 0.0
+    assert row["batch/groups_dropped"] == 9.0  # 3 groups, then 2 refills of 3
+    assert row["batch/rounds"] == 3.0 and row["batch/groups"] == 0.0
+    assert row["game/draw"] == 1.0 and row["train/skipped_steps"] == 1.0
+    names = {"reward/mean", "reward/std", "game/win", "game/draw", "game/loss", "game/invalid",
+             "game/format", "perf/step_s", "perf/rollout_s", "perf/train_s", "perf/sync_s",
+             "completion/len_mean", "completion/truncated_frac", "env/tictactoe/reward"}  # fmt: skip
+    assert names <= set(row)
+
+
+def test_samples_and_config_are_written(tmp_path):
+    run_dir = run(tmp_path, "r", "trainer.max_steps=2", "logging.samples_per_step=2")
+    sample = (run_dir / "samples" / "step_000002.txt").read_text()
+    assert sample.startswith("=== tictactoe example") and "--- assistant" in sample
+    assert "lr: 0.001" in (run_dir / "config.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.lrr=1", "lrr"),
+        ("trainer.loss=ppo", "loss must be one of"),
+        ("rollout.group_size=1", "rollout.group_size must be >= 2, got 1"),
+        ("rollout.async_level=2", "rollout.async_level must be one of"),
+    ],
+)
+def test_config_errors_name_the_field(override, message):
+    with pytest.raises(Exception, match=message):
+        load_run_config([*FAST, override])
