@@ -79,7 +79,8 @@ def test_metrics_use_the_design_names_and_dynamic_sampling_drops_flat_groups(tmp
     run_dir = run(
         tmp_path, "flat", "trainer.max_steps=1", "rollout.dynamic_sampling=true",
         "rollout.max_refills=2", "rollout.scripted_policy=rlve.envs.tictactoe:minimax_policy",
-        "env.args.tictactoe.min_random_move_prob=0.0", "env.args.tictactoe.max_random_move_prob=0.0",
+        "env.args.tictactoe.min_random_move_prob=0.0",
+        "env.args.tictactoe.max_random_move_prob=0.0",
     )  # fmt: skip
     (row,) = metrics(run_dir)
     assert row["batch/effective_prompt_ratio"] == 0.0
@@ -88,7 +89,8 @@ def test_metrics_use_the_design_names_and_dynamic_sampling_drops_flat_groups(tmp
     assert row["game/draw"] == 1.0 and row["train/skipped_steps"] == 1.0
     names = {"reward/mean", "reward/std", "game/win", "game/draw", "game/loss", "game/invalid",
              "game/format", "perf/step_s", "perf/rollout_s", "perf/train_s", "perf/sync_s",
-             "completion/len_mean", "completion/truncated_frac", "env/tictactoe/reward"}  # fmt: skip
+             "completion/len_mean", "completion/truncated_frac",
+             "env/tictactoe/reward"}  # fmt: skip
     assert names <= set(row)
 
 
