@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import re
 from collections.abc import Callable
@@ -258,6 +259,8 @@ def main(argv: list[str] | None = None, input_fn: InputFn = input,
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    # vLLM's start-up and request logs would bury the board; warnings still show
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens)
         settings = PlaySettings(
