@@ -132,6 +132,11 @@ class VLLMEngine:
     def shutdown(self) -> None:
         """Stop the engine process and the background loop; safe to call twice."""
         llm, self._llm = getattr(self, "_llm", None), None
+        if self._loop.is_running():
+            try:  # stop vLLM's output handler first, so it does not report the shutdown as a crash
+                self._call(_cancel_pending_tasks(), 10, "stopping background tasks")
+            except TimeoutError:
+                log.warning("vLLM background tasks did not stop within 10 s")
         if llm is not None:
             try:
                 llm.shutdown()
@@ -220,13 +225,16 @@ class VLLMEngine:
         self.weight_version = version
         return time.perf_counter() - start
 
-    def weight_checksum(self) -> float:
-        """Sum of the served parameters (a fingerprint for tests and sanity checks)."""
-        (checksum,) = self._call(self._rpc("rlve_weight_checksum"), 60, "checksum")
-        return checksum
-
     async def _rpc(self, method: str, *args):
         return await self._llm.collective_rpc(method, args=args)
+
+
+async def _cancel_pending_tasks() -> None:
+    current = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _start_hint(model_path: str, settings: VLLMSettings, exc: Exception) -> str:

@@ -6,8 +6,6 @@ methods can reach `self.model_runner`; the engine calls them through `collective
 
 from __future__ import annotations
 
-import torch
-
 
 class WeightSyncExtension:
     """Reload the served weights in place, without restarting the engine."""
@@ -24,12 +22,3 @@ class WeightSyncExtension:
         )
         self.rlve_weight_version = version
         return version
-
-    def rlve_weight_version_now(self) -> int:
-        return self.rlve_weight_version
-
-    def rlve_weight_checksum(self) -> float:
-        """The sum of every parameter, in float64: a cheap fingerprint to see weights change."""
-        model = self.model_runner.get_model()
-        with torch.no_grad():
-            return float(sum(p.detach().double().sum() for p in model.parameters()))

@@ -1,0 +1,87 @@
+"""The real loop: vLLM on the CPU samples, the trainer learns, the weights go back into vLLM."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from rlve.run_config import load_run_config
+from rlve.train import train
+
+pytestmark = pytest.mark.vllm
+
+SMALL = [
+    "+experiment=tictactoe_cispo",
+    "rollout.groups_per_step=4",
+    "rollout.group_size=4",
+    "rollout.max_tokens=32",
+    "rollout.async_level=0",
+    "env.args.tictactoe.max_turns=4",
+    "logging.wandb_mode=disabled",
+    "logging.console_every=0",
+    "trainer.lr=1e-3",
+    "inference.max_model_len=1024",
+]
+
+
+def trainer_logprobs(trainer, ids: list[int]) -> list[float]:
+    """Per-token log-probs of `ids` under the trainer's model (LoRA active), temperature 1."""
+    with torch.no_grad():
+        logits = trainer.model(torch.tensor([ids])).logits[0, :-1].double()
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
+
+
+def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_model):
+    probe = None
+    served_by_step = []
+    gaps = []
+
+    def check(step, trainer, engine, metrics):
+        nonlocal probe
+        assert math.isfinite(metrics["train/loss"])
+        if probe is None:  # a fixed sequence: the chat prompt of a game and a few moves
+            probe = trainer.tokenizer.encode(
+                "<|im_start|>user\n 0 | 1 | 2\n---------\n 3 | 4 | 5\n---------\n 6 | 7 | 8"
+                "<|im_end|>\n<|im_start|>assistant\n<think>x</think>\n<move>4</move><|im_end|>"
+            )
+        served = engine.prompt_logprobs(probe)
+        served_by_step.append(served)
+        mine = trainer_logprobs(trainer, probe)
+        gaps.append(max(abs(a - b) for a, b in zip(served, mine, strict=True)))
+
+    config = load_run_config(
+        [*SMALL, f"trainer.model={warm_model}", "trainer.max_steps=3", f"output_dir={tmp_path}"]
+    )
+    train(config, on_step=check)
+    # the served model changes with every push and matches the trainer (tied lm_head included);
+    # vLLM's CPU kernels keep their own packed copy of linear weights, so the check is on outputs
+    assert len(served_by_step) == 3
+    for before, after in zip(served_by_step, served_by_step[1:], strict=False):
+        assert max(abs(a - b) for a, b in zip(before, after, strict=True)) > 1e-5
+    assert max(gaps) < 1e-4, gaps
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["perf/sync_s"] > 0 and math.isfinite(r["train/loss"]) for r in rows)
+    assert all(r["reward/std"] > 0 for r in rows)  # the warm model gives a learning signal
+
+
+def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model):
+    common = [*SMALL, f"trainer.model={warm_model}", "save_every=2"]
+    whole = train(load_run_config([*common, "trainer.max_steps=4", f"output_dir={tmp_path / 'a'}"]))
+    part = [*common, f"output_dir={tmp_path / 'b'}"]
+    train(load_run_config([*part, "trainer.max_steps=2"]))
+    resumed = train(load_run_config([*part, "trainer.max_steps=4", "resume=true"]))
+
+    def step4(run_dir):
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        return {k: v for k, v in rows[-1].items() if k != "time" and not k.startswith("perf/")}
+
+    a, b = step4(whole), step4(resumed)
+    assert a["step"] == b["step"] == 4
+    assert a.keys() == b.keys()
+    mismatched = {
+        k: (a[k], b[k]) for k in a if not math.isclose(a[k], b[k], rel_tol=1e-4, abs_tol=1e-6)
+    }
+    assert not mismatched
