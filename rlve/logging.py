@@ -72,7 +72,7 @@ class MetricsLogger:
         if "game/win" in m:
             parts.append(f"win/draw {m['game/win']:.2f}/{m.get('game/draw', 0):.2f}")
         parts += [
-            f"loss {m.get('train/loss', float('nan')):.4f}",
+            f"loss {m['train/loss']:.4f}" if "train/loss" in m else "no update (no signal)",
             f"{m.get('perf/rollout_tokens_per_s', 0):.0f} tok/s",
             f"{m.get('perf/step_s', 0):.1f} s/step",
             f"ETA {eta / 60:.1f} min",

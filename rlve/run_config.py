@@ -115,6 +115,9 @@ class EnvConfig:
     uniform over environments"""
     args: dict[str, dict[str, Any]] = field(default_factory=dict)
     """keyword arguments per environment name, e.g. {tictactoe: {max_turns: 7}}"""
+    default_args: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments for every environment of `names` (per-name `args` override them),
+    e.g. {num_examples: 4} for a whole family loaded by a glob"""
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     """adaptive difficulty for environments that have one"""
     seed: int = 0

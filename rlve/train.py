@@ -54,7 +54,8 @@ def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[
     for i, pattern in enumerate(config.env.names):
         names = expand_env_names([pattern])
         for name in names:
-            envs[name] = load_environment(name, **config.env.args.get(name, {}))
+            args = {**config.env.default_args, **config.env.args.get(name, {})}
+            envs[name] = load_environment(name, **args)
             if config.env.weights is not None:
                 weights[name] = config.env.weights[i] / len(names)
     return envs, weights

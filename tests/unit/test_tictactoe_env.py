@@ -149,3 +149,27 @@ def test_opening_board_of_the_prompt_matches_the_state_replay():
         state = env.initial_state(example)
         asyncio.run(env.setup_state(state))
         assert state["board"] == parse_board(example.prompt[-1]["content"])
+
+
+def test_curriculum_difficulty_lowers_the_random_move_probability_step_by_step():
+    env = tictactoe(0.2, 0.7, num_examples=4)
+    probs = [
+        env.make_example(seed=7, difficulty=d).info["random_move_prob"] for d in (0, 3, 10, 12)
+    ]
+    assert probs == pytest.approx([1.0, 0.7, 0.0, 0.0])
+    example = env.make_example(seed=7, difficulty=3)
+    assert example.info["difficulty"] == 3 and example.prompt[0]["role"] == "system"
+    assert example.prompt == env.make_example(seed=7, difficulty=3).prompt  # seeded
+    with pytest.raises(ValueError, match="difficulty must be >= 0"):
+        env.make_example(seed=1, difficulty=-1)
+
+
+def test_curriculum_driven_games_play_like_dataset_games():
+    from rlve.rollout import GroupJob, play_groups
+
+    env = tictactoe(0.0, num_examples=1)
+    jobs = [GroupJob(env, env.make_example(seed=s, difficulty=10), s) for s in range(20)]
+    groups = asyncio.run(play_groups(ScriptedEngine(minimax_policy), jobs, 1))
+    # difficulty 10 is a perfect opponent: minimax draws every game
+    assert all(g.trajectories[0].metrics["game/draw"] == 1.0 for g in groups)
+    assert all(g.difficulty == 10 and env.accuracy(g.trajectories[0]) == 1.0 for g in groups)

@@ -79,7 +79,7 @@ async def test_perfect_answer_scores_one(sorting_env):
     example = sorting_env.example(0)
     metrics = await score(sorting_env, example, f"sorted: <answer>{example.answer}</answer>")
     assert metrics["reward"] == 1.0
-    assert metrics["reward/accuracy"] == 1.0 and metrics["reward/format"] == 1.0
+    assert metrics["reward/accuracy"] == 1.0 and metrics["reward/format_score"] == 1.0
 
 
 async def test_wrong_answers_get_the_env_rewards(sorting_env):
@@ -88,7 +88,10 @@ async def test_wrong_answers_get_the_env_rewards(sorting_env):
     # Reversed: only the middle of three positions is right, (1/3) ** 5 = 1/243.
     reversed_metrics = await score(sorting_env, example, f"<answer>{high} {middle} {low}</answer>")
     assert reversed_metrics["reward"] == pytest.approx(1 / 243)
-    assert reversed_metrics["reward/accuracy"] == 0.0 and reversed_metrics["reward/format"] == 1.0
+    assert (
+        reversed_metrics["reward/accuracy"] == 0.0
+        and reversed_metrics["reward/format_score"] == 1.0
+    )
     # Two numbers instead of three: an invalid solution, -0.5.
     short = await score(sorting_env, example, f"<answer>{low} {middle}</answer>")
     assert short["reward"] == -0.5
@@ -98,7 +101,7 @@ async def test_missing_answer_is_a_format_failure(sorting_env):
     example = sorting_env.example(0)
     metrics = await score(sorting_env, example, example.answer)  # right numbers, no tags
     assert metrics["reward"] == -1.0
-    assert metrics["reward/format"] == 0.0 and metrics["reward/accuracy"] == 0.0
+    assert metrics["reward/format_score"] == 0.0 and metrics["reward/accuracy"] == 0.0
 
 
 def test_same_seed_and_difficulty_give_the_same_problem():
@@ -218,7 +221,7 @@ async def test_hostile_outputs_get_format_failure_without_side_effects(gym_pool,
     ]
     for text in hostile:
         metrics = await score(env, example, text)
-        assert metrics["reward"] == -1.0 and metrics["reward/format"] == 0.0
+        assert metrics["reward"] == -1.0 and metrics["reward/format_score"] == 0.0
         assert metrics["verify/timeouts"] == 0.0 and metrics["verify/crashes"] == 0.0
     assert not sentinel.exists()
     # The same pool still verifies a right answer.
@@ -235,7 +238,7 @@ async def test_a_verifier_that_hangs_times_out():
         metrics = await score(env, env.example(0), "<answer>x</answer>")
     finally:
         pool.close()
-    assert metrics["reward"] == -1.0 and metrics["reward/format"] == 0.0
+    assert metrics["reward"] == -1.0 and metrics["reward/format_score"] == 0.0
     assert metrics["verify/timeouts"] == 1.0 and metrics["verify/errors"] == 0.0
 
 

@@ -30,7 +30,7 @@ from rlve.envs.gym.verifiable import (
 )
 from rlve.envs.parsers import XMLParser, assistant_texts
 from rlve.envs.rubric import Rubric
-from rlve.types import Example
+from rlve.types import Example, Trajectory
 
 PoolPurpose = Literal["verify", "generate"]
 
@@ -155,7 +155,7 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
         parser = XMLParser(["answer"])
         rubric = Rubric(parser=parser)
         rubric.add_group(self.verified_reward, 1.0)
-        rubric.add(self.accuracy, 0.0).add(self.format, 0.0)
+        rubric.add(accuracy, 0.0).add(format_score, 0.0)
         examples = [
             self.make_example(seed + i, difficulties[i % len(difficulties)], example_id=i)
             for i in range(num_examples)
@@ -232,15 +232,23 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
             state["verdict"], state["verify_failure"] = verdict, kind
         return [verdict.reward for verdict, _ in outcomes]
 
-    def accuracy(self, state) -> float:
-        return float(state["verdict"].accuracy)
-
-    def format(self, state) -> float:
-        return float(state["verdict"].format_ok)
+    def accuracy(self, trajectory: Trajectory) -> float:
+        """Solved means the verifier's accuracy (reward >= the passing threshold)."""
+        return trajectory.metrics.get("reward/accuracy", 0.0)
 
     def episode_metrics(self, state: State) -> dict[str, float]:
         kind = state.get("verify_failure", "ok")
         return {name: float(kind == k) for k, name in _FAILURE_METRICS.items()}
+
+
+def accuracy(state: State) -> float:
+    """1 when the verifier counts the answer as correct (a zero-weight metric)."""
+    return float(state["verdict"].accuracy)
+
+
+def format_score(state: State) -> float:
+    """1 when the answer was found in the expected format (a zero-weight metric)."""
+    return float(state["verdict"].format_ok)
 
 
 def check_locally(env: VerifiableEnv, problem: Problem, answer: str) -> Verdict:

@@ -41,7 +41,7 @@ from rlve.envs.tictactoe.prompts import (
     opponent_played_status,
     turn_message,
 )
-from rlve.types import Message, Trajectory
+from rlve.types import Example, Message, Trajectory
 
 INVALID_MOVE_PENALTY = -0.1
 
@@ -49,6 +49,26 @@ INVALID_MOVE_PENALTY = -0.1
 def _check_probability(name: str, value: float) -> None:
     if not (isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0):
         raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+
+
+def example_row(example_seed: int, random_move_prob: float) -> dict[str, Any]:
+    """One game: who starts (from the seed), the opponent's opening if it starts, the prompt."""
+    opponent_starts = random.Random(example_seed).random() < 0.5
+    board = EMPTY_BOARD
+    if opponent_starts:
+        cell = opponent_move(board, random_move_prob, opponent_rng(example_seed, board))
+        board = place(board, cell, O_MARK)
+        status = f"You play X. {opponent_played_status(cell)}"
+    else:
+        status = "You play X and move first."
+    return {
+        "question": turn_message(board, status),
+        "info": {
+            "random_move_prob": random_move_prob,
+            "example_seed": example_seed,
+            "opponent_starts": opponent_starts,
+        },
+    }
 
 
 def example_rows(
@@ -59,28 +79,7 @@ def example_rows(
     probs = stratified_probabilities(
         num_examples, min_random_move_prob, max_random_move_prob, num_groups, random.Random(seed)
     )
-    rows = []
-    for i, prob in enumerate(probs):
-        example_seed = seed * 1_000_003 + i
-        opponent_starts = random.Random(example_seed).random() < 0.5
-        board = EMPTY_BOARD
-        if opponent_starts:
-            cell = opponent_move(board, prob, opponent_rng(example_seed, board))
-            board = place(board, cell, O_MARK)
-            status = f"You play X. {opponent_played_status(cell)}"
-        else:
-            status = "You play X and move first."
-        rows.append(
-            {
-                "question": turn_message(board, status),
-                "info": {
-                    "random_move_prob": prob,
-                    "example_seed": example_seed,
-                    "opponent_starts": opponent_starts,
-                },
-            }
-        )
-    return rows
+    return [example_row(seed * 1_000_003 + i, prob) for i, prob in enumerate(probs)]
 
 
 def win_reward(state: State) -> float:
@@ -101,6 +100,20 @@ def invalid_move_penalty(state: State) -> float:
 
 class TicTacToeEnv(MultiTurnEnv):
     """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
+
+    difficulty_step: float = 0.1
+    """how much each difficulty level lowers the opponent's random-move probability"""
+
+    def make_example(self, seed: int, difficulty: int) -> Example:
+        """A fresh game whose opponent the curriculum sets: difficulty d plays random moves with
+        probability max(0, 1 - d * difficulty_step) (d = 0: a random opponent; 10: perfect)."""
+        if difficulty < 0:
+            raise ValueError(f"difficulty must be >= 0, got {difficulty}")
+        prob = max(0.0, 1.0 - difficulty * self.difficulty_step)
+        row = example_row(seed, prob)
+        prompt = [{"role": "system", "content": self.system_prompt},
+                  {"role": "user", "content": row["question"]}]  # fmt: skip
+        return Example(seed, prompt, "", {**row["info"], "difficulty": difficulty})
 
     async def setup_state(self, state: State) -> None:
         info = state["info"]
