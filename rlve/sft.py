@@ -117,9 +117,13 @@ def tictactoe_teacher_data(
     from rlve.envs.tictactoe import noisy_minimax_policy
 
     env = rlve.load_environment("tictactoe", num_examples=num_games, seed=seed + 1, **env_args)
-    return teacher_games(
-        env, ScriptedEngine(noisy_minimax_policy(noise), tokenizer), num_games, seed
-    )
+    engine = ScriptedEngine(noisy_minimax_policy(noise), tokenizer)
+    return teacher_games(env, engine, num_games, tokenizer, seed, keep=_won_or_drew_cleanly)
+
+
+def _won_or_drew_cleanly(t: Trajectory) -> bool:
+    """The recipe's filter for tic-tac-toe teacher games: win reward > 0 and format 1."""
+    return t.metrics["reward/win_reward"] > 0 and t.metrics["game/format"] == 1.0
 
 
 # ----------------------------------------------------------------------------------------------

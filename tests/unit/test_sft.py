@@ -1,0 +1,42 @@
+"""SFT warm-up data and steps."""
+
+import rlve
+from rlve.config import TrainerConfig
+from rlve.envs.tictactoe import minimax_policy
+from rlve.rollout import ScriptedEngine
+from rlve.sft import load_examples, save_examples, sft_warmup, teacher_games, tictactoe_teacher_data
+
+
+def test_teacher_games_keep_wins_and_draws_with_perfect_format(tiny_tokenizer):
+    games, summary = tictactoe_teacher_data(tiny_tokenizer, 100, noise=0.3)
+    # measured: a 30%-noise minimax loses some games; those are dropped
+    assert summary["game/loss"] > 0 and 0 < len(games) < 100
+    assert len(games) == round(100 * (summary["game/win"] + summary["game/draw"]))
+    assert all(t.metrics["reward/win_reward"] > 0 and t.metrics["game/format"] == 1 for t in games)
+    assert all(t.is_token_exact and sum(t.loss_mask) > 0 for t in games)
+
+
+def test_text_only_teacher_games_are_tokenized_like_episodes(tiny_tokenizer, tmp_path):
+    env = rlve.load_environment("tictactoe", num_examples=8, min_random_move_prob=1.0,
+                                max_random_move_prob=1.0)  # fmt: skip
+    text_games, _ = teacher_games(env, ScriptedEngine(minimax_policy), 8, tiny_tokenizer)
+    token_games, _ = teacher_games(env, ScriptedEngine(minimax_policy, tiny_tokenizer), 8,
+                                   tiny_tokenizer)  # fmt: skip
+    assert [t.token_ids for t in text_games] == [t.token_ids for t in token_games]
+    assert [t.loss_mask for t in text_games] == [t.loss_mask for t in token_games]
+    assert save_examples(tmp_path / "d.jsonl", text_games) == len(text_games)
+    loaded = load_examples(tmp_path / "d.jsonl")
+    assert [e.token_ids for e in loaded] == [t.token_ids for t in text_games]
+
+
+def test_sft_warmup_lowers_the_loss_and_exports_a_loadable_model(tiny_tokenizer, tmp_path):
+    from rlve.models import load_causal_lm, load_tokenizer
+
+    games, _ = tictactoe_teacher_data(tiny_tokenizer, 16, noise=0.0)
+    save_examples(tmp_path / "d.jsonl", games)
+    config = TrainerConfig(model="tiny", lr=3e-3, max_steps=6)
+    path, losses = sft_warmup(load_examples(tmp_path / "d.jsonl"), config, tmp_path / "m", 8)
+    assert losses[-1] < losses[0] - 1.0  # measured: 7.6 -> about 5
+    assert load_causal_lm(str(path)) is not None
+    text = "<move>4</move> ünïcödé"
+    assert load_tokenizer(str(path)).decode(tiny_tokenizer.encode(text)) == text
