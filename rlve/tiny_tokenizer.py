@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from rlve.envs.tictactoe.game import EMPTY, render_board, winner
+
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -144,33 +146,17 @@ TTT_SYSTEM_PROMPT = (
     "Think briefly inside <think>...</think>, then give your move as <move>N</move>."
 )
 
-WIN_LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
-
-
-def render_board(cells: list[str]) -> str:
-    """Rows like ` X | O | 2`, separated by `---------`; a free cell shows its own number."""
-    shown = [mark if mark in ("X", "O") else str(i) for i, mark in enumerate(cells)]
-    rows = [" " + " | ".join(shown[r * 3 : r * 3 + 3]) for r in range(3)]
-    return "\n---------\n".join(rows)
-
-
-def _winner(cells: list[str]) -> str | None:
-    for a, b, c in WIN_LINES:
-        if cells[a] in ("X", "O") and cells[a] == cells[b] == cells[c]:
-            return cells[a]
-    return None
-
 
 def _tic_tac_toe_game(rng: random.Random) -> str:
     """One random game in the environment's words, turn by turn, with some invalid moves."""
-    cells = [""] * 9
+    cells = [EMPTY] * 9
     parts = [TTT_SYSTEM_PROMPT]
     player = rng.choice(("X", "O"))
-    while _winner(cells) is None and "" in cells:
-        free = [i for i, mark in enumerate(cells) if mark == ""]
+    while winner(tuple(cells)) is None and EMPTY in cells:
+        free = [i for i, mark in enumerate(cells) if mark == EMPTY]
         if player == "X":
-            parts += [render_board(cells), f"Available positions: {free}", "Your turn."]
-            taken = [i for i in range(9) if cells[i]]
+            parts += [render_board(tuple(cells)), f"Available positions: {free}", "Your turn."]
+            taken = [i for i in range(9) if cells[i] != EMPTY]
             if taken and rng.random() < 0.15:
                 cell = rng.choice(taken)
                 parts.append(f"<think>I play {cell}.</think>\n<move>{cell}</move>")
@@ -184,9 +170,8 @@ def _tic_tac_toe_game(rng: random.Random) -> str:
             parts.append(f"Opponent played {cell}.")
         cells[cell] = player
         player = "O" if player == "X" else "X"
-    winner = _winner(cells)
-    parts.append(render_board(cells))
-    parts.append({"X": "You win!", "O": "You lose."}.get(winner, "It's a draw."))
+    parts.append(render_board(tuple(cells)))
+    parts.append({"X": "You win!", "O": "You lose."}.get(winner(tuple(cells)), "It's a draw."))
     return "\n".join(parts)
 
 

@@ -10,6 +10,7 @@ from safetensors import safe_open
 from transformers import AutoTokenizer
 
 import rlve.models as models
+from rlve.envs.tictactoe.game import board_from_string, render_board
 from rlve.models import (
     TINY_MARKER_FILE,
     TinyModelConfig,
@@ -21,10 +22,10 @@ from rlve.models import (
     tiny_model_dirname,
     tiny_model_path,
 )
-from rlve.tiny_tokenizer import TINY_VOCAB_SIZE, render_board
+from rlve.tiny_tokenizer import TINY_VOCAB_SIZE
 
-EMPTY_BOARD = render_board([""] * 9)
-BOARD = render_board(["X", "O", "", "", "X", "", "", "", "O"])
+EMPTY_BOARD = render_board(board_from_string(" " * 9))
+BOARD = render_board(board_from_string("XO  X   O"))
 ROUND_TRIP_TEXTS = {
     "ascii": "Hello, world! 1 + 1 = 2\n\ttabs  and   spaces ",
     "unicode": "Grüße, naïve café, Ελληνικά, 日本語のテキスト, עברית",
