@@ -1,0 +1,69 @@
+"""Every config file composes into a valid RunConfig: a broken yaml fails here, not in a run."""
+
+from pathlib import Path
+
+import pytest
+
+from rlve.run_config import CONFIG_DIR, load_run_config
+
+GROUPS = {
+    group: sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+    for group in ("model", "algorithm", "env", "experiment")
+}
+
+
+@pytest.mark.parametrize("experiment", GROUPS["experiment"])
+def test_every_experiment_composes_and_validates(experiment):
+    config = load_run_config([f"+experiment={experiment}"])
+    assert config.run_name == experiment
+    assert config.trainer.max_steps >= 1
+
+
+@pytest.mark.parametrize("algorithm", GROUPS["algorithm"])
+def test_every_algorithm_sets_its_loss(algorithm):
+    assert load_run_config([f"algorithm={algorithm}"]).trainer.loss == algorithm
+
+
+@pytest.mark.parametrize("model", [m for m in GROUPS["model"] if m != "local"])
+def test_every_model_config_names_a_model(model):
+    assert load_run_config([f"model={model}"]).trainer.model
+
+
+def test_the_tictactoe_recipe_settings():
+    config = load_run_config(["+experiment=tictactoe_cispo"])
+    args = config.env.args["tictactoe"]
+    assert (args["min_random_move_prob"], args["max_random_move_prob"], args["max_turns"]) == (
+        0.2, 0.7, 7,
+    )  # fmt: skip
+    assert args["num_groups"] == config.rollout.groups_per_step == 32
+    assert config.rollout.group_size == 8 and config.rollout.max_tokens == 128
+    assert config.trainer.lora.enabled and config.trainer.lora.rank == 8
+    assert config.trainer.lr == 5e-5 and config.trainer.temperature == 1.0
+    assert config.trainer.loss == "cispo" and config.rollout.async_level == 1
+
+
+def test_the_rlve_recipe_settings():
+    config = load_run_config(["+experiment=rlve_gym_dapo"])
+    assert config.env.names == ["rlve-gym/*"] and config.env.curriculum.enabled
+    c = config.env.curriculum
+    assert (c.tau_acc, c.tau_num, c.d_delta) == (0.9, 128, 4)
+    assert (config.trainer.eps_low, config.trainer.eps_high, config.trainer.tis_cap) == (
+        0.2,
+        0.28,
+        2.0,
+    )
+    assert config.rollout.dynamic_sampling and config.rollout.group_size == 16
+    assert (config.trainer.lr, config.trainer.beta2, config.trainer.weight_decay) == (
+        2e-6,
+        0.98,
+        0.01,
+    )
+
+
+def test_unknown_group_option_lists_the_choices():
+    with pytest.raises(Exception, match="cispo"):
+        load_run_config(["algorithm=cispx"])
+
+
+def test_config_dir_is_the_repository_configs():
+    assert CONFIG_DIR == Path(__file__).resolve().parents[2] / "configs"
