@@ -1,7 +1,7 @@
 """Summary metrics of rollout groups, with the names of DESIGN.md (`reward/mean`, `game/win`...).
 
 Per-rollout metrics are averaged over all rollouts; error counts are summed; stop reasons become
-shares (`stop/<reason>`); environments in a mixture also get `env/<name>/reward`.
+shares (`stop/<reason>`). The training loop adds the per-environment `env/<name>/...` metrics.
 """
 
 from __future__ import annotations
@@ -42,19 +42,15 @@ def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     per_metric: dict[str, list[float]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     stops: dict[str, int] = defaultdict(int)
-    by_env: dict[str, list[float]] = defaultdict(list)
     for t in rollouts:
         for name, value in t.metrics.items():
             per_metric[name].append(value)
         for name, count in t.errors.items():
             errors[name] += count
         stops[t.stop_reason] += 1
-        by_env[t.env_name].append(t.reward)
     summary.update({name: _mean(values) for name, values in sorted(per_metric.items())})
     summary.update({f"errors/{name}": float(n) for name, n in sorted(errors.items())})
     summary.update({f"stop/{reason}": n / len(rollouts) for reason, n in sorted(stops.items())})
-    if len(by_env) > 1:
-        summary.update({f"env/{name}/reward": _mean(v) for name, v in sorted(by_env.items())})
     token_rollouts = [t for t in rollouts if t.is_token_exact]
     if token_rollouts:
         lengths = [t.num_sampled_tokens for t in token_rollouts]
