@@ -45,7 +45,9 @@ def plain_vllm(engine: VLLMEngine, prompts, max_tokens: int) -> dict[str, float]
     async def one(ids, seed):
         params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, seed=seed)
         final = None
-        async for out in engine._llm.generate({"prompt_token_ids": ids}, params, request_id=str(seed)):
+        async for out in engine._llm.generate(
+            {"prompt_token_ids": ids}, params, request_id=str(seed)
+        ):
             final = out
         return len(final.outputs[0].token_ids)
 
@@ -67,8 +69,14 @@ def transformers_generate(model_name: str, prompts, max_tokens: int) -> dict[str
     mask = (ids != pad).long()
     started = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens,
-                             min_new_tokens=max_tokens, do_sample=True, pad_token_id=pad)  # fmt: skip
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max_tokens,
+            min_new_tokens=max_tokens,
+            do_sample=True,
+            pad_token_id=pad,
+        )
     elapsed = time.perf_counter() - started
     return {"tokens_per_s": (out.shape[1] - width) * len(prompts) / elapsed, "s": elapsed}
 
@@ -110,14 +118,20 @@ def main() -> None:
           f"max {args.max_tokens} tokens per turn")  # fmt: skip
     print(f"  vLLM engine, episodes   {env_run['episodes_per_s']:8.1f} episodes/s "
           f"{env_run['tokens_per_s']:8.0f} tokens/s")  # fmt: skip
-    print(f"  plain vLLM generate     {'':>20} {plain['tokens_per_s']:8.0f} tokens/s "
-          f"(episodes reach {env_run['tokens_per_s'] / plain['tokens_per_s']:.2f}x of it)")
-    print(f"  transformers generate   {'':>20} {hf['tokens_per_s']:8.0f} tokens/s "
-          f"(vLLM episodes: {env_run['tokens_per_s'] / hf['tokens_per_s']:.1f}x)")
+    print(
+        f"  plain vLLM generate     {'':>20} {plain['tokens_per_s']:8.0f} tokens/s "
+        f"(episodes reach {env_run['tokens_per_s'] / plain['tokens_per_s']:.2f}x of it)"
+    )
+    print(
+        f"  transformers generate   {'':>20} {hf['tokens_per_s']:8.0f} tokens/s "
+        f"(vLLM episodes: {env_run['tokens_per_s'] / hf['tokens_per_s']:.1f}x)"
+    )
     for level in (0, 1):
         split = step_split(args.model, level, args.steps)
-        print(f"\nloop, async_level {level}, 64 games/step, mean of steps 2..{args.steps}: "
-              + ", ".join(f"{k.split('/')[1]} {v:.2f}" for k, v in split.items()))
+        print(
+            f"\nloop, async_level {level}, 64 games/step, mean of steps 2..{args.steps}: "
+            + ", ".join(f"{k.split('/')[1]} {v:.2f}" for k, v in split.items())
+        )
 
 
 if __name__ == "__main__":
