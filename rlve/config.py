@@ -14,7 +14,8 @@ DTYPES = ("float32", "bfloat16")
 LR_SCHEDULES = ("constant", "cosine")
 
 
-def _require(condition: bool, message: str) -> None:
+def require(condition: bool, message: str) -> None:
+    """Raise ValueError(message) unless `condition`: config validation in one line."""
     if not condition:
         raise ValueError(message)
 
@@ -45,10 +46,10 @@ class LoraConfig:
     """names of the linear layers that get adapters (Qwen/Llama naming); at least one"""
 
     def validate(self) -> None:
-        _require(self.rank >= 1, f"lora.rank must be >= 1, got {self.rank}")
-        _require(self.alpha > 0, f"lora.alpha must be > 0, got {self.alpha}")
-        _require(0.0 <= self.dropout < 1.0, f"lora.dropout must be in [0, 1), got {self.dropout}")
-        _require(len(self.target_modules) > 0, "lora.target_modules must name at least one module")
+        require(self.rank >= 1, f"lora.rank must be >= 1, got {self.rank}")
+        require(self.alpha > 0, f"lora.alpha must be > 0, got {self.alpha}")
+        require(0.0 <= self.dropout < 1.0, f"lora.dropout must be in [0, 1), got {self.dropout}")
+        require(len(self.target_modules) > 0, "lora.target_modules must name at least one module")
 
 
 @dataclass
@@ -125,47 +126,47 @@ class TrainerConfig:
     """checkpoints kept in a checkpoint directory; older ones are deleted; >= 1"""
 
     def validate(self) -> None:
-        _require(self.dtype in DTYPES, f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        require(self.dtype in DTYPES, f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         self.lora.validate()
-        _require(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         for name in ("beta1", "beta2"):
             value = getattr(self, name)
-            _require(0.0 <= value < 1.0, f"{name} must be in [0, 1), got {value}")
-        _require(self.adam_eps > 0, f"adam_eps must be > 0, got {self.adam_eps}")
-        _require(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
-        _require(
+            require(0.0 <= value < 1.0, f"{name} must be in [0, 1), got {value}")
+        require(self.adam_eps > 0, f"adam_eps must be > 0, got {self.adam_eps}")
+        require(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
+        require(
             self.lr_schedule in LR_SCHEDULES,
             f"lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}",
         )
-        _require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        _require(self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
-        _require(
+        require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        require(self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
+        require(
             0.0 <= self.min_lr_ratio <= 1.0,
             f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}",
         )
-        _require(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
+        require(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
         for name in ("max_tokens_per_microbatch", "logprob_chunk_tokens", "num_iterations"):
             value = getattr(self, name)
-            _require(value >= 1, f"{name} must be >= 1, got {value}")
+            require(value >= 1, f"{name} must be >= 1, got {value}")
         self._validate_loss()
-        _require(self.max_bad_steps >= 1, f"max_bad_steps must be >= 1, got {self.max_bad_steps}")
-        _require(
+        require(self.max_bad_steps >= 1, f"max_bad_steps must be >= 1, got {self.max_bad_steps}")
+        require(
             self.keep_checkpoints >= 1,
             f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}",
         )
 
     def _validate_loss(self) -> None:
-        _require(self.loss in LOSSES, f"loss must be one of {sorted(LOSSES)}, got {self.loss!r}")
-        _require(0.0 <= self.eps_low < 1.0, f"eps_low must be in [0, 1), got {self.eps_low}")
-        _require(self.eps_high >= 0.0, f"eps_high must be >= 0, got {self.eps_high}")
-        _require(self.is_cap > 0.0, f"is_cap must be > 0, got {self.is_cap}")
-        _require(
+        require(self.loss in LOSSES, f"loss must be one of {sorted(LOSSES)}, got {self.loss!r}")
+        require(0.0 <= self.eps_low < 1.0, f"eps_low must be in [0, 1), got {self.eps_low}")
+        require(self.eps_high >= 0.0, f"eps_high must be >= 0, got {self.eps_high}")
+        require(self.is_cap > 0.0, f"is_cap must be > 0, got {self.is_cap}")
+        require(
             self.tis_cap is None or self.tis_cap > 1.0,
             f"tis_cap must be None or > 1, got {self.tis_cap}",
         )
-        _require(
+        require(
             self.tis_mode in TIS_MODES,
             f"tis_mode must be one of {list(TIS_MODES)}, got {self.tis_mode!r}",
         )
-        _require(self.kl_beta >= 0.0, f"kl_beta must be >= 0, got {self.kl_beta}")
-        _require(self.temperature > 0.0, f"temperature must be > 0, got {self.temperature}")
+        require(self.kl_beta >= 0.0, f"kl_beta must be >= 0, got {self.kl_beta}")
+        require(self.temperature > 0.0, f"temperature must be > 0, got {self.temperature}")

@@ -11,17 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlve.config import TrainerConfig
+from rlve.config import TrainerConfig, require
 from rlve.rollout.vllm_engine import VLLMSettings
 
 ASYNC_LEVELS = (0, 1)
 ENGINES = ("vllm", "scripted")
 WANDB_MODES = ("offline", "online", "disabled")
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
 
 
 @dataclass
@@ -56,31 +51,31 @@ class RolloutConfig:
     """DAPO overlong shaping: penalise completions in the last N tokens before max_tokens"""
 
     def validate(self) -> None:
-        _require(
+        require(
             self.engine in ENGINES,
             f"rollout.engine must be one of {list(ENGINES)}, got {self.engine!r}",
         )
-        _require(self.group_size >= 2, f"rollout.group_size must be >= 2, got {self.group_size}")
-        _require(
+        require(self.group_size >= 2, f"rollout.group_size must be >= 2, got {self.group_size}")
+        require(
             self.groups_per_step >= 1,
             f"rollout.groups_per_step must be >= 1, got {self.groups_per_step}",
         )
-        _require(
+        require(
             self.max_tokens is None or self.max_tokens >= 1,
             f"rollout.max_tokens must be None or >= 1, got {self.max_tokens}",
         )
-        _require(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
-        _require(
+        require(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        require(
             self.max_concurrent >= 1,
             f"rollout.max_concurrent must be >= 1, got {self.max_concurrent}",
         )
-        _require(
+        require(
             self.async_level in ASYNC_LEVELS,
             f"rollout.async_level must be one of {list(ASYNC_LEVELS)}, got {self.async_level}",
         )
-        _require(self.max_refills >= 0, f"rollout.max_refills must be >= 0, got {self.max_refills}")
-        _require(self.oversample >= 1, f"rollout.oversample must be >= 1, got {self.oversample}")
-        _require(
+        require(self.max_refills >= 0, f"rollout.max_refills must be >= 0, got {self.max_refills}")
+        require(self.oversample >= 1, f"rollout.oversample must be >= 1, got {self.oversample}")
+        require(
             self.overlong_buffer is None or self.overlong_buffer >= 1,
             f"rollout.overlong_buffer must be None or >= 1, got {self.overlong_buffer}",
         )
@@ -124,18 +119,18 @@ class EnvConfig:
     """seed of the problem sampler (which environment, which example, which difficulty)"""
 
     def validate(self) -> None:
-        _require(len(self.names) > 0, "env.names must name at least one environment")
+        require(len(self.names) > 0, "env.names must name at least one environment")
         if self.weights is not None:
-            _require(
+            require(
                 len(self.weights) == len(self.names),
                 f"env.weights has {len(self.weights)} entries but env.names has {len(self.names)}",
             )
-            _require(all(w >= 0 for w in self.weights), f"env.weights must be >= 0: {self.weights}")
-            _require(sum(self.weights) > 0, "env.weights must not all be 0")
+            require(all(w >= 0 for w in self.weights), f"env.weights must be >= 0: {self.weights}")
+            require(sum(self.weights) > 0, "env.weights must not all be 0")
         c = self.curriculum
-        _require(0 < c.tau_acc <= 1, f"env.curriculum.tau_acc must be in (0, 1], got {c.tau_acc}")
-        _require(c.tau_num >= 1, f"env.curriculum.tau_num must be >= 1, got {c.tau_num}")
-        _require(c.d_delta >= 1, f"env.curriculum.d_delta must be >= 1, got {c.d_delta}")
+        require(0 < c.tau_acc <= 1, f"env.curriculum.tau_acc must be in (0, 1], got {c.tau_acc}")
+        require(c.tau_num >= 1, f"env.curriculum.tau_num must be >= 1, got {c.tau_num}")
+        require(c.d_delta >= 1, f"env.curriculum.d_delta must be >= 1, got {c.d_delta}")
 
 
 @dataclass
@@ -154,7 +149,7 @@ class LoggingConfig:
     """print a progress line every N steps"""
 
     def validate(self) -> None:
-        _require(
+        require(
             self.wandb_mode in WANDB_MODES,
             f"logging.wandb_mode must be one of {list(WANDB_MODES)}, got {self.wandb_mode!r}",
         )
@@ -190,7 +185,7 @@ class RunConfig:
         self.rollout.validate()
         self.env.validate()
         self.logging.validate()
-        _require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
+        require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
 
 
 def register_configs() -> None:
