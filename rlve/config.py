@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlve.algorithms.losses import LOSSES, TIS_MODES
+from rlve.algorithms.schedule import SCHEDULES
 
 DTYPES = ("float32", "bfloat16")
-LR_SCHEDULES = ("constant", "cosine")
+LR_SCHEDULES = SCHEDULES
 
 
 def require(condition: bool, message: str) -> None:

@@ -9,6 +9,7 @@ Checkpoints resume exactly; `named_weights_for_inference()` feeds the vLLM weigh
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -24,6 +25,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from rlve.algorithms import LossStats, kl_penalty, policy_loss, token_mean
+from rlve.algorithms.schedule import lr_multiplier
 from rlve.checkpoint import (
     capture_rng_state,
     load_checkpoint,
@@ -33,7 +35,13 @@ from rlve.checkpoint import (
 )
 from rlve.config import TrainerConfig
 from rlve.logprobs import sequence_logprobs
-from rlve.models import TINY_MARKER_FILE, load_causal_lm, load_tokenizer, resolve_model_path
+from rlve.models import (
+    TINY_MARKER_FILE,
+    load_causal_lm,
+    load_tokenizer,
+    resolve_model_path,
+    with_lora,
+)
 from rlve.train_batch import TrainSequence, build_train_batch, sequences_from_groups
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
@@ -45,38 +53,6 @@ SftExample = Trajectory | tuple[Sequence[int], Sequence[int]]
 
 class TrainingDiverged(RuntimeError):
     """`max_bad_steps` optimizer steps in a row were skipped; keep the last good checkpoint."""
-
-
-def _with_lora(model: nn.Module, config: TrainerConfig) -> nn.Module:
-    from peft import LoraConfig as PeftLoraConfig
-    from peft import get_peft_model
-
-    lora = config.lora
-    peft_config = PeftLoraConfig(
-        r=lora.rank,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules),
-        task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, peft_config)
-
-
-def _lr_lambda(config: TrainerConfig):
-    """Multiplier of the peak lr at optimizer step `step`: linear warmup, then constant or a
-    cosine decay to min_lr_ratio at max_steps (Loshchilov & Hutter 2017, SGDR eq. 5)."""
-
-    def factor(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        if config.lr_schedule == "constant":
-            return 1.0
-        span = max(1, config.max_steps - config.warmup_steps)
-        progress = min(1.0, (step - config.warmup_steps) / span)
-        cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
-        return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
-
-    return factor
 
 
 class Trainer:
@@ -103,7 +79,7 @@ class Trainer:
             base.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        self.model = _with_lora(base, config) if config.lora.enabled else base
+        self.model = with_lora(base, config.lora) if config.lora.enabled else base
         self.causal_lm = base  # peft injects its layers into base, so this runs with LoRA on
         self.model.train()
         self.reference: nn.Module | None = None
@@ -119,7 +95,14 @@ class Trainer:
             eps=config.adam_eps,
             weight_decay=config.weight_decay,
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(config))
+        schedule = functools.partial(
+            lr_multiplier,
+            schedule=config.lr_schedule,
+            warmup_steps=config.warmup_steps,
+            max_steps=config.max_steps,
+            min_lr_ratio=config.min_lr_ratio,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
         self.step = 0
         self.skipped_steps = 0
         self._bad_steps_in_a_row = 0

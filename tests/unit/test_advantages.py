@@ -73,3 +73,19 @@ def test_rejects_wrong_rank_and_negative_eps():
         group_advantages(torch.zeros(4), std_normalize=False)
     with pytest.raises(ValueError, match="eps"):
         group_advantages(torch.zeros(1, 2), std_normalize=True, eps=-1.0)
+
+
+def test_lr_schedule_by_hand():
+    from rlve.algorithms.schedule import lr_multiplier
+
+    cosine = dict(schedule="cosine", warmup_steps=4, max_steps=14, min_lr_ratio=0.1)
+    # warmup: (step + 1) / 4
+    assert [lr_multiplier(s, **cosine) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    # cosine over the 10 steps after warmup: halfway (step 9) gives 0.1 + 0.9 * 0.5 = 0.55
+    assert lr_multiplier(9, **cosine) == pytest.approx(0.55)
+    assert lr_multiplier(14, **cosine) == pytest.approx(0.1)
+    assert lr_multiplier(99, **cosine) == pytest.approx(0.1)
+    constant = dict(schedule="constant", warmup_steps=0, max_steps=10, min_lr_ratio=0.0)
+    assert lr_multiplier(7, **constant) == 1.0
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        lr_multiplier(0, schedule="linear", warmup_steps=0, max_steps=1, min_lr_ratio=0.0)
