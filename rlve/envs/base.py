@@ -37,6 +37,12 @@ def stop(func: Callable | None = None, *, priority: int = 0):
     return mark(func) if func is not None else mark
 
 
+def require_int(name: str, value: object, minimum: int) -> None:
+    """Reject an environment argument that is not an integer >= `minimum`, naming it."""
+    if not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
 def build_dataset(rows: Iterable[Mapping[str, Any]], system_prompt: str | None = None) -> Dataset:
     """A dataset with the columns every environment exposes: prompt, answer, info, example_id.
 

@@ -19,7 +19,7 @@ from rlve.envs.arithmetic import (
     parse_integer,
     random_problem,
 )
-from rlve.envs.base import State
+from rlve.envs.base import State, require_int
 from rlve.envs.parsers import XMLParser, assistant_texts
 from rlve.envs.rubric import Rubric
 from rlve.envs.tools import ToolEnv
@@ -100,21 +100,16 @@ def load_environment(
         max_turns: most model turns, tool calls and the final answer together (at least 1).
         max_tokens: default most tokens per model turn.
     """
-    if not isinstance(num_examples, int) or num_examples < 1:
-        raise ValueError(f"num_examples must be an integer >= 1, got {num_examples!r}")
-    if not isinstance(min_operands, int) or min_operands < 2:
-        raise ValueError(f"min_operands must be an integer >= 2, got {min_operands!r}")
+    require_int("num_examples", num_examples, 1)
+    require_int("min_operands", min_operands, 2)
     if not isinstance(max_operands, int) or not min_operands <= max_operands <= 8:
         raise ValueError(
             f"max_operands must be an integer in [min_operands={min_operands}, 8], "
             f"got {max_operands!r}"
         )
-    if not isinstance(max_operand, int) or max_operand < MIN_OPERAND:
-        raise ValueError(f"max_operand must be an integer >= {MIN_OPERAND}, got {max_operand!r}")
-    if not isinstance(max_turns, int) or max_turns < 1:
-        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    require_int("max_operand", max_operand, MIN_OPERAND)
+    require_int("max_turns", max_turns, 1)
+    require_int("max_tokens", max_tokens, 1)
     parser = XMLParser(["answer"])
     rubric = Rubric(parser=parser)
     rubric.add(exact_answer, 1.0).add(used_calculator, 0.0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 from rlve.envs.arithmetic import parse_integer, random_problem
-from rlve.envs.base import MultiTurnEnv, State
+from rlve.envs.base import MultiTurnEnv, State, require_int
 from rlve.envs.parsers import ThinkParser, assistant_texts, extract_boxed
 from rlve.envs.rubric import Rubric
 from rlve.types import Message
@@ -97,12 +97,9 @@ def load_environment(
         max_operand: largest operand of a question (at least 2; operands start at 2).
         max_tokens: default most tokens per model turn.
     """
-    if not isinstance(num_examples, int) or num_examples < 1:
-        raise ValueError(f"num_examples must be an integer >= 1, got {num_examples!r}")
-    if not isinstance(max_operand, int) or max_operand < 2:
-        raise ValueError(f"max_operand must be an integer >= 2, got {max_operand!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    require_int("num_examples", num_examples, 1)
+    require_int("max_operand", max_operand, 2)
+    require_int("max_tokens", max_tokens, 1)
     parser = ThinkParser(extract_boxed)
     rubric = Rubric(parser=parser)
     rubric.add(final_answer_correct, 1.0)

@@ -16,7 +16,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from rlve.envs.base import SingleTurnEnv
+from rlve.envs.base import SingleTurnEnv, require_int
 from rlve.envs.parsers import XMLParser
 from rlve.envs.rubric import Rubric
 from rlve.types import Message
@@ -169,10 +169,8 @@ def load_environment(
         text_column: the column of `dataset` that holds the text.
         max_tokens: default most tokens of the model's answer.
     """
-    if not isinstance(num_examples, int) or num_examples < 1:
-        raise ValueError(f"num_examples must be an integer >= 1, got {num_examples!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    require_int("num_examples", num_examples, 1)
+    require_int("max_tokens", max_tokens, 1)
     if dataset is None:
         texts, source = generated_texts(num_examples, seed), "generated"
     else:

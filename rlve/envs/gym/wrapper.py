@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from rlve.envs.base import SingleTurnEnv, State
+from rlve.envs.base import SingleTurnEnv, State, require_int
 from rlve.envs.gym.sandbox import CallResult, VerifierPool
 from rlve.envs.gym.verifiable import (
     GenerationStats,
@@ -143,8 +143,7 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
         generate_pool: VerifierPool | None = None,
         max_tokens: int = 4096,
     ):
-        if not isinstance(num_examples, int) or num_examples < 1:
-            raise ValueError(f"num_examples must be an integer >= 1, got {num_examples!r}")
+        require_int("num_examples", num_examples, 1)
         if not difficulties or any(not isinstance(d, int) or d < 0 for d in difficulties):
             raise ValueError(f"difficulties must be integers >= 0, got {difficulties!r}")
         self.verifiable = verifiable

@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 from rlve.curriculum.stratified import stratified_probabilities
-from rlve.envs.base import MultiTurnEnv, State
+from rlve.envs.base import MultiTurnEnv, State, require_int
 from rlve.envs.parsers import XMLParser, assistant_texts
 from rlve.envs.rubric import Rubric
 from rlve.envs.tictactoe.game import (
@@ -201,12 +201,9 @@ def load_environment(
             f"min_random_move_prob ({min_random_move_prob}) must be <= "
             f"max_random_move_prob ({max_random_move_prob})"
         )
-    if not isinstance(num_groups, int) or num_groups < 1:
-        raise ValueError(f"num_groups must be an integer >= 1, got {num_groups!r}")
-    if not isinstance(num_examples, int) or num_examples < 1:
-        raise ValueError(f"num_examples must be an integer >= 1, got {num_examples!r}")
-    if not isinstance(max_turns, int) or max_turns < 1:
-        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    require_int("num_groups", num_groups, 1)
+    require_int("num_examples", num_examples, 1)
+    require_int("max_turns", max_turns, 1)
     rows = example_rows(num_examples, seed, min_random_move_prob, max_random_move_prob, num_groups)
     parser = XMLParser(["think", "move"], answer_field="move")
     rubric = Rubric(parser=parser)
