@@ -10,8 +10,6 @@ from __future__ import annotations
 class WeightSyncExtension:
     """Reload the served weights in place, without restarting the engine."""
 
-    rlve_weight_version: int = 0
-
     def rlve_load_weights_file(self, path: str, version: int) -> int:
         """Load every tensor of a safetensors file (HF checkpoint names) into the model."""
         from safetensors.torch import load_file
@@ -20,5 +18,4 @@ class WeightSyncExtension:
         self.model_runner.reload_weights(
             weights_iterator=iter(tensors.items()), is_checkpoint_format=True
         )
-        self.rlve_weight_version = version
         return version
