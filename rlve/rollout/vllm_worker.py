@@ -19,3 +19,28 @@ class WeightSyncExtension:
             weights_iterator=iter(tensors.items()), is_checkpoint_format=True
         )
         return version
+
+    def rlve_join_weight_group(
+        self, host: str, port: int, world_size: int, backend: str, timeout_s: float
+    ) -> int:
+        """Join the trainer's broadcast group (the trainer is rank 0); returns this rank."""
+        from rlve.rollout.weight_broadcast import join_weight_group
+
+        rank = 1 + self.rank
+        self.rlve_weight_group = join_weight_group(host, port, rank, world_size, backend, timeout_s)
+        self.rlve_weight_device = "cpu" if backend == "gloo" else self.device
+        return rank
+
+    def rlve_receive_weights(self, specs: list[list], version: int) -> int:
+        """Load the tensors the trainer broadcasts, as they arrive (specs as `TensorSpec` wires)."""
+        from rlve.rollout.weight_broadcast import TensorSpec, receive_weights
+
+        incoming = receive_weights(
+            self.rlve_weight_group,
+            [TensorSpec.from_wire(row) for row in specs],
+            self.rlve_weight_device,
+        )
+        self.model_runner.reload_weights(weights_iterator=incoming, is_checkpoint_format=True)
+        for _ in incoming:  # the trainer sends every announced tensor; stay in step with it
+            pass
+        return version

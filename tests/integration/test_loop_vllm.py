@@ -33,7 +33,8 @@ def trainer_logprobs(trainer, ids: list[int]) -> list[float]:
     return logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
 
 
-def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_model):
+@pytest.mark.parametrize("transport", ["shared_memory", "gloo"])
+def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_model, transport):
     probe = None
     served_by_step = []
     gaps = []
@@ -52,7 +53,13 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_
         gaps.append(max(abs(a - b) for a, b in zip(served, mine, strict=True)))
 
     config = load_run_config(
-        [*SMALL, f"trainer.model={warm_model}", "trainer.max_steps=3", f"output_dir={tmp_path}"]
+        [
+            *SMALL,
+            f"trainer.model={warm_model}",
+            "trainer.max_steps=3",
+            f"output_dir={tmp_path}",
+            f"inference.weight_transport={transport}",
+        ]
     )
     train(config, on_step=check)
     # the served model changes with every push and matches the trainer (tied lm_head included);

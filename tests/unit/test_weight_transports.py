@@ -1,0 +1,150 @@
+"""The two ways new weights travel to vLLM, checked without vLLM: the shared-memory file and the
+broadcast group (gloo here: the same code that runs over NCCL on GPUs)."""
+
+import queue
+import threading
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlve.rollout.vllm_engine import VLLMSettings
+from rlve.rollout.weight_broadcast import (
+    TensorSpec,
+    WeightBroadcaster,
+    join_weight_group,
+    receive_weights,
+)
+from rlve.rollout.weight_sync import SharedMemoryTransport
+
+
+def tied_weights() -> list[tuple[str, torch.Tensor]]:
+    embedding = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    return [
+        ("model.embed_tokens.weight", embedding),
+        ("model.norm.weight", torch.tensor([0.5, -1.5, 2.0], dtype=torch.bfloat16)),
+        ("lm_head.weight", embedding),  # tied: the same storage under a second name
+    ]
+
+
+# ---- shared memory ---------------------------------------------------------------------------
+
+
+def test_shared_memory_file_holds_every_tensor_with_its_version(tmp_path):
+    transport = SharedMemoryTransport(tmp_path / "w")
+    path = transport.write(tied_weights(), version=3)
+    loaded = load_file(path)
+    assert sorted(loaded) == ["lm_head.weight", "model.embed_tokens.weight", "model.norm.weight"]
+    assert torch.equal(loaded["lm_head.weight"], torch.arange(12.0).reshape(4, 3))
+    assert loaded["model.norm.weight"].dtype == torch.bfloat16
+    assert path.name == "weights-v3.safetensors"
+    transport.done(path)
+    assert not path.exists()
+    transport.close()
+    assert not (tmp_path / "w").exists()
+
+
+def test_shared_memory_rejects_a_repeated_name_and_an_empty_push(tmp_path):
+    transport = SharedMemoryTransport(tmp_path)
+    with pytest.raises(ValueError, match="'a' was given twice"):
+        transport.write([("a", torch.zeros(1)), ("a", torch.ones(1))], version=1)
+    with pytest.raises(ValueError, match="no weights to push"):
+        transport.write([], version=1)
+
+
+# ---- broadcast -------------------------------------------------------------------------------
+
+
+class Worker:
+    """A stand-in for one vLLM worker: joins as rank 1, then for each spec list put in `specs`
+    receives one push and puts what arrived in `received` (an exception, if one was raised)."""
+
+    def __init__(self, port: int, timeout_s: float = 30):
+        self.specs: queue.Queue = queue.Queue()
+        self.received: queue.Queue = queue.Queue()
+        threading.Thread(target=self._work, args=(port, timeout_s), daemon=True).start()
+
+    def _work(self, port: int, timeout_s: float) -> None:
+        try:
+            group = join_weight_group("127.0.0.1", port, 1, 2, "gloo", timeout_s)
+            while True:
+                self.received.put(dict(receive_weights(group, self.specs.get(), "cpu")))
+        except Exception as exc:
+            self.received.put(exc)
+
+
+def test_broadcast_delivers_every_tensor_exactly_push_after_push():
+    broadcaster = WeightBroadcaster("gloo", world_size=2, timeout_s=30)
+    worker = Worker(broadcaster.store_port)
+    broadcaster.connect()
+
+    specs, tensors = broadcaster.plan(iter(tied_weights()))
+    assert specs == [
+        TensorSpec("model.embed_tokens.weight", "float32", (4, 3)),
+        TensorSpec("model.norm.weight", "bfloat16", (3,)),
+        TensorSpec("lm_head.weight", "float32", (4, 3)),
+    ]
+    worker.specs.put(specs)
+    broadcaster.send(tensors)
+    first = worker.received.get(timeout=30)
+
+    doubled = [(name, tensor * 2) for name, tensor in tied_weights()]
+    specs, tensors = broadcaster.plan(iter(doubled))  # later pushes stream: specs are cached
+    assert not isinstance(tensors, list)
+    worker.specs.put(specs)
+    broadcaster.send(tensors)
+    second = worker.received.get(timeout=30)
+    broadcaster.close()
+
+    for name, tensor in tied_weights():
+        assert torch.equal(first[name], tensor)
+        assert first[name].dtype == tensor.dtype
+        assert torch.equal(second[name], tensor * 2)
+    assert second["model.norm.weight"].tolist() == [1.0, -3.0, 4.0]
+
+
+def test_a_receiver_that_stopped_ends_the_push_at_once_not_at_the_time_out():
+    # the group's time-out is short only because tearing the group down waits for it
+    broadcaster = WeightBroadcaster("gloo", world_size=2, timeout_s=3)
+    worker = Worker(broadcaster.store_port, timeout_s=3)  # joins, never gets specs: never receives
+    broadcaster.connect()
+    _, tensors = broadcaster.plan([("w", torch.zeros(8_000_000))])  # 32 MB: more than a socket
+    with pytest.raises(RuntimeError, match="stopped in the middle of a weight push"):
+        broadcaster.send(tensors, given_up=lambda: True)
+    assert worker.received.empty()
+
+
+def test_spec_survives_the_wire_format_vllm_rpc_carries():
+    spec = TensorSpec("model.layers.0.mlp.up_proj.weight", "bfloat16", (64, 32))
+    assert spec.to_wire() == ["model.layers.0.mlp.up_proj.weight", "bfloat16", [64, 32]]
+    assert TensorSpec.from_wire(spec.to_wire()) == spec
+
+
+def test_a_push_that_changes_a_shape_is_refused_before_anything_is_sent():
+    broadcaster = WeightBroadcaster("gloo", world_size=2, timeout_s=30)
+    broadcaster._group = object()  # never used: the check comes before any broadcast
+    broadcaster.plan([("w", torch.zeros(2, 2))])
+    with pytest.raises(ValueError, match=r"announced TensorSpec\(name='w'.*shape=\(2, 2\)\)"):
+        broadcaster.send([("w", torch.zeros(3, 2))])
+
+
+def test_nccl_needs_the_trainer_weights_on_a_gpu():
+    broadcaster = WeightBroadcaster("nccl", world_size=2, timeout_s=30)
+    with pytest.raises(ValueError, match="weights are on cpu: set trainer.device=cuda:N"):
+        broadcaster._on_wire_device(torch.zeros(2))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on CPU-only machines")
+def test_nccl_without_cuda_says_what_to_use_instead():
+    broadcaster = WeightBroadcaster("nccl", world_size=2, timeout_s=1)
+    with pytest.raises(RuntimeError, match="use 'shared_memory' or 'gloo'"):
+        broadcaster.connect()
+
+
+def test_bad_transport_settings_name_the_value_and_the_choices():
+    with pytest.raises(ValueError, match=r"must be one of \['nccl', 'gloo'\], got 'mpi'"):
+        WeightBroadcaster("mpi", world_size=2, timeout_s=1)
+    with pytest.raises(ValueError, match="needs the trainer and >= 1 worker, got 1"):
+        WeightBroadcaster("gloo", world_size=1, timeout_s=1)
+    with pytest.raises(ValueError, match=r"\['shared_memory', 'nccl', 'gloo'\], got 'ipc'"):
+        VLLMSettings(weight_transport="ipc")
