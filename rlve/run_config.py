@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlve.config import TrainerConfig, require
+from rlve.placement import check_placement
 from rlve.rollout.vllm_engine import VLLMSettings
 
 ASYNC_LEVELS = (0, 1)
@@ -186,6 +187,14 @@ class RunConfig:
         self.env.validate()
         self.logging.validate()
         require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
+        if self.rollout.engine == "vllm":
+            check_placement(
+                self.trainer.device,
+                self.inference.gpus,
+                self.inference.tensor_parallel_size,
+                self.inference.weight_transport,
+                self.inference.gpu_memory_utilization,
+            )
 
 
 def register_configs() -> None:

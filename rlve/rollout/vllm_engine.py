@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from rlve.placement import engine_devices
 from rlve.rollout.engine import Generation, GenerationRequest
 from rlve.rollout.weight_broadcast import WeightBroadcaster
 from rlve.rollout.weight_sync import NamedTensors, SharedMemoryTransport
@@ -52,6 +53,9 @@ class VLLMSettings:
     """engine seed (requests carry their own seeds too)"""
     tensor_parallel_size: int = 1
     """GPUs per engine"""
+    gpus: list[int] | None = None
+    """GPUs vLLM runs on, numbered like the trainer's `cuda:N` (e.g. [0] with trainer.device
+    cuda:1); None = the first `tensor_parallel_size` GPUs; ignored on CPU"""
     request_timeout_s: float = 600.0
     """longest wait for one generation before the run is stopped with an error"""
     start_timeout_s: float = 900.0
@@ -136,7 +140,8 @@ class VLLMEngine:
             disable_log_stats=True,
         )
         try:
-            return AsyncLLM.from_engine_args(args)
+            with engine_devices(s.gpus):
+                return AsyncLLM.from_engine_args(args)
         except Exception as exc:
             raise EngineStartError(_start_hint(self.model_path, s, exc)) from exc
 
