@@ -129,8 +129,9 @@ def load_checkpoint(path: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
         if not os.path.isfile(os.path.join(path, name)):
             raise FileNotFoundError(f"{path} is not a checkpoint: {name} is missing")
     weights = load_file(os.path.join(path, WEIGHTS_FILE))
-    # our own file: it holds rng states and the caller's extra dict, which need pickle
-    state = torch.load(os.path.join(path, STATE_FILE), weights_only=False)
+    # our own file: it holds rng states and the caller's extra dict, which need pickle; loaded
+    # on the CPU so a GPU run resumes on any device (the optimizer moves its state to the params)
+    state = torch.load(os.path.join(path, STATE_FILE), map_location="cpu", weights_only=False)
     return weights, state
 
 

@@ -56,7 +56,9 @@ def test_a_shared_gpu_without_nccl_is_allowed_with_a_warning(caplog):
 def test_bad_gpu_lists_name_the_field():
     with pytest.raises(ValueError, match=r"distinct GPU indices >= 0, got \[0, 0\]"):
         check_placement("cpu", [0, 0], 1, "shared_memory", 0.5)
-    with pytest.raises(ValueError, match=r"lists 1 GPU\(s\) but inference.tensor_parallel_size is 2"):
+    with pytest.raises(
+        ValueError, match=r"lists 1 GPU\(s\) but inference.tensor_parallel_size is 2"
+    ):
         check_placement("cpu", [0], 2, "shared_memory", 0.5)
 
 
