@@ -1,6 +1,6 @@
 """The configuration of a training run: every field documented once, validated at start.
 
-`RunConfig` is the schema of `python -m rlve.train`; Hydra fills it from `configs/` and the
+`RunConfig` is the schema of `python -m rlve.train`; Hydra fills it from `rlve/configs/` and the
 command line. The trainer's own settings (model, LoRA, optimizer, loss) are `TrainerConfig` in
 `rlve.config`; the inference engine's are `VLLMSettings` in `rlve.rollout.vllm_engine`.
 """
@@ -204,7 +204,8 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="rlve_schema", node=RunConfig)
 
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+"""the Hydra configs; shipped inside the package (`configs/` at the repository root links here)"""
 
 
 def load_run_config(overrides: list[str] = ()) -> RunConfig:

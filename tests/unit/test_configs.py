@@ -65,5 +65,6 @@ def test_unknown_group_option_lists_the_choices():
         load_run_config(["algorithm=cispx"])
 
 
-def test_config_dir_is_the_repository_configs():
-    assert CONFIG_DIR == Path(__file__).resolve().parents[2] / "configs"
+def test_configs_ship_inside_the_package_and_the_root_links_to_them():
+    assert CONFIG_DIR == Path(__file__).resolve().parents[2] / "rlve" / "configs"
+    assert (CONFIG_DIR.parents[1] / "configs").resolve() == CONFIG_DIR  # the root link
