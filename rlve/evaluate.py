@@ -80,6 +80,14 @@ def evaluate(env: Environment, engine: Engine, num_examples: int, rollouts_per_e
     The same seed gives the same examples, the same per-rollout seeds and, with a deterministic
     engine, identical results. Keyword arguments: see `evaluate_async`.
     """
-    return asyncio.run(
-        evaluate_async(env, engine, num_examples, rollouts_per_example, seed, **kwargs)
-    )
+
+    async def run_and_close() -> EvalResult:
+        try:
+            return await evaluate_async(
+                env, engine, num_examples, rollouts_per_example, seed, **kwargs
+            )
+        finally:  # the engine's connections belong to this loop, which ends here
+            if hasattr(engine, "aclose"):
+                await engine.aclose()
+
+    return asyncio.run(run_and_close())

@@ -233,3 +233,4 @@ def test_evaluate_tictactoe_through_a_minimax_server_draws_every_game(server):
     first_body = server.requests[0][1]
     assert first_body["messages"][0]["role"] == "system"
     assert first_body["max_tokens"] == 128  # the environment's default
+    assert engine._client is None  # evaluate closed the connections of its event loop
