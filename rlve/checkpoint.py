@@ -1,4 +1,4 @@
-"""Atomic training checkpoints, rng state capture, and merged weights for export and inference.
+"""Atomic training checkpoints, rng state capture, merged weights for inference, and export.
 
 A checkpoint is a directory `step_<n>`: `weights.safetensors` (the trained parameters: all of
 them, or only the LoRA adapter), `trainer_state.pt` (optimizer, scheduler, rng states, step and
@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+
+from rlve.models import TINY_MARKER_FILE, resolve_model_path
 
 WEIGHTS_FILE = "weights.safetensors"
 STATE_FILE = "trainer_state.pt"
@@ -175,3 +177,28 @@ def merged_named_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
     head = causal_lm.get_output_embeddings()
     if "lm_head.weight" not in names and head is not None:
         yield "lm_head.weight", head.weight.detach()
+
+
+def export_model(
+    path: str,
+    weights: Iterator[tuple[str, Tensor]],
+    causal_lm: nn.Module,
+    tokenizer,
+    model_name: str,
+) -> str:
+    """Write an HF model directory (config, generation config, model.safetensors, tokenizer) of
+    `weights` (HF names, LoRA merged) at `path`; the tiny model's tokenizer marker goes too."""
+    os.makedirs(path, exist_ok=True)
+    tensors = dict(weights)
+    if getattr(causal_lm.config, "tie_word_embeddings", False):
+        tensors.pop("lm_head.weight", None)  # the loader ties it back to the embedding
+    tensors = {name: t.detach().to("cpu").contiguous().clone() for name, t in tensors.items()}
+    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    causal_lm.config.save_pretrained(path)
+    if getattr(causal_lm, "generation_config", None) is not None:
+        causal_lm.generation_config.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    marker = os.path.join(resolve_model_path(model_name), TINY_MARKER_FILE)
+    if os.path.isfile(marker):  # keeps the tiny tokenizer loading exactly as saved
+        shutil.copy(marker, path)
+    return path

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rlve.algorithms.losses import LOSSES, TIS_MODES
+from rlve.algorithms.loss_inputs import TIS_MODES
+from rlve.algorithms.losses import LOSSES
 from rlve.algorithms.schedule import SCHEDULES
 
 DTYPES = ("float32", "bfloat16")

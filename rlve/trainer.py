@@ -12,22 +12,20 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import os
 import random
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from rlve.algorithms import LossStats, kl_penalty, policy_loss, token_mean
 from rlve.algorithms.schedule import lr_multiplier
 from rlve.checkpoint import (
     capture_rng_state,
+    export_model,
     load_checkpoint,
     merged_named_weights,
     restore_rng_state,
@@ -35,13 +33,7 @@ from rlve.checkpoint import (
 )
 from rlve.config import TrainerConfig
 from rlve.logprobs import sequence_logprobs
-from rlve.models import (
-    TINY_MARKER_FILE,
-    load_causal_lm,
-    load_tokenizer,
-    resolve_model_path,
-    with_lora,
-)
+from rlve.models import load_causal_lm, load_tokenizer, with_lora
 from rlve.train_batch import TrainSequence, build_train_batch, sequences_from_groups
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
@@ -400,17 +392,5 @@ class Trainer:
     def export(self, path: str) -> str:
         """A merged HF model directory (config, model.safetensors, tokenizer) at `path`,
         loadable by transformers' AutoModelForCausalLM and by vLLM."""
-        os.makedirs(path, exist_ok=True)
-        weights = dict(self.named_weights_for_inference())
-        if getattr(self.causal_lm.config, "tie_word_embeddings", False):
-            weights.pop("lm_head.weight", None)  # the loader ties it back to the embedding
-        weights = {name: t.detach().to("cpu").contiguous().clone() for name, t in weights.items()}
-        save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
-        self.causal_lm.config.save_pretrained(path)
-        if getattr(self.causal_lm, "generation_config", None) is not None:
-            self.causal_lm.generation_config.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-        marker = os.path.join(resolve_model_path(self.config.model), TINY_MARKER_FILE)
-        if os.path.isfile(marker):  # keeps the tiny tokenizer loading exactly as saved
-            shutil.copy(marker, path)
-        return path
+        weights = self.named_weights_for_inference()
+        return export_model(path, weights, self.causal_lm, self.tokenizer, self.config.model)

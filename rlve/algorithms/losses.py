@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-TisMode = Literal["truncate", "mask"]
-TIS_MODES: tuple[str, ...] = ("truncate", "mask")
+from rlve.algorithms.loss_inputs import (
+    TisMode,
+    check_hyperparameters,
+    check_shapes,
+    check_token_count,
+)
 
 
 @dataclass(frozen=True)
@@ -281,11 +285,11 @@ def policy_loss(
             batch with `num_tokens` None (the trainer skips such batches).
     """
     loss_fn = _check_kind(kind)
-    _check_hyperparameters(eps_low, eps_high, is_cap, tis_cap, tis_mode, num_tokens)
+    check_hyperparameters(eps_low, eps_high, is_cap, tis_cap, tis_mode, num_tokens)
     if tis_cap is not None and sampler_logp is None:
         raise ValueError(f"tis_cap={tis_cap} needs sampler_logp (the sampler's log-probs)")
-    mask, advantages = _check_shapes(logp, old_logp, advantages, mask, sampler_logp)
-    _check_token_count(mask, num_tokens)
+    mask, advantages = check_shapes(logp, old_logp, advantages, mask, sampler_logp)
+    check_token_count(mask, num_tokens)
     old_logp = old_logp.detach()
 
     token_weight = torch.ones_like(logp)
@@ -352,67 +356,3 @@ def _check_kind(kind: str) -> LossFn:
     if kind not in LOSSES:
         raise ValueError(f"unknown loss kind {kind!r}; valid kinds: {sorted(LOSSES)}")
     return LOSSES[kind]
-
-
-def _check_hyperparameters(
-    eps_low: float,
-    eps_high: float,
-    is_cap: float,
-    tis_cap: float | None,
-    tis_mode: str,
-    num_tokens: int | None,
-) -> None:
-    if not 0.0 <= eps_low < 1.0:
-        raise ValueError(f"eps_low must be in [0, 1), got {eps_low}")
-    if eps_high < 0.0:
-        raise ValueError(f"eps_high must be >= 0, got {eps_high}")
-    if is_cap <= 0.0:
-        raise ValueError(f"is_cap must be > 0, got {is_cap}")
-    if tis_mode not in TIS_MODES:
-        raise ValueError(f"tis_mode must be one of {list(TIS_MODES)}, got {tis_mode!r}")
-    if tis_cap is not None and tis_cap <= 1.0:
-        raise ValueError(f"tis_cap must be > 1 (tis_mode={tis_mode!r}), got {tis_cap}")
-    if num_tokens is not None and num_tokens <= 0:
-        raise ValueError(f"num_tokens must be > 0 when given, got {num_tokens}")
-
-
-def _check_shapes(
-    logp: Tensor,
-    old_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    sampler_logp: Tensor | None,
-) -> tuple[Tensor, Tensor]:
-    """Checks [B, T] shapes; returns the mask as bool and the advantages broadcast to [B, T]."""
-    if logp.dim() != 2:
-        raise ValueError(f"logp must be [B, T], got shape {tuple(logp.shape)}")
-    shape = tuple(logp.shape)
-    named = {"old_logp": old_logp, "mask": mask}
-    if sampler_logp is not None:
-        named["sampler_logp"] = sampler_logp
-    for name, tensor in named.items():
-        if tuple(tensor.shape) != shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, logp has {shape}")
-    if tuple(advantages.shape) == shape[:1]:
-        advantages = advantages.unsqueeze(1).expand(shape)
-    elif tuple(advantages.shape) != shape:
-        raise ValueError(
-            f"advantages must be [B] = {shape[:1]} or [B, T] = {shape}, "
-            f"got {tuple(advantages.shape)}"
-        )
-    if mask.dtype != torch.bool:
-        if not bool(((mask == 0) | (mask == 1)).all()):
-            raise ValueError("mask must hold only 0 and 1")
-        mask = mask != 0
-    return mask, advantages.to(logp.dtype)
-
-
-def _check_token_count(mask: Tensor, num_tokens: int | None) -> None:
-    count = int(mask.sum().item())
-    if num_tokens is None and count == 0:
-        raise ValueError("all tokens are masked out and num_tokens is None; skip this batch")
-    if num_tokens is not None and num_tokens < count:
-        raise ValueError(
-            f"num_tokens={num_tokens} is smaller than this batch's {count} masked tokens; "
-            "it must count the masked tokens of the whole optimizer step"
-        )
