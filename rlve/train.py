@@ -177,6 +177,14 @@ def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
             engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
         _loop(config, trainer, engine, sampler, collector, logger, checkpoints, on_step)
         trainer.export(str(run_dir / "model"))
+    except Exception:
+        last = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
+        log.error(
+            "the run stopped in step %d; last checkpoint: %s",
+            trainer.step + 1,
+            f"{last} (resume=true continues from it)" if last else "none",
+        )
+        raise
     finally:
         collector.close()
         logger.close()

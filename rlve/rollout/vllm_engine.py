@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import threading
@@ -84,6 +85,10 @@ class VLLMSettings:
 
 class EngineStartError(RuntimeError):
     """vLLM could not start; the message says what to change."""
+
+
+class EngineDiedError(RuntimeError):
+    """vLLM's engine process died while it was serving; the run cannot go on with it."""
 
 
 class VLLMEngine:
@@ -209,8 +214,9 @@ class VLLMEngine:
         version = self.weight_version
         final = None
         prompt = {"prompt_token_ids": list(request.prompt_ids)}
-        async for output in self._llm.generate(prompt, params, request_id=uuid.uuid4().hex):
-            final = output
+        with _engine_death_explained():
+            async for output in self._llm.generate(prompt, params, request_id=uuid.uuid4().hex):
+                final = output
         sample = final.outputs[0]
         ids = list(sample.token_ids)
         logprobs = [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
@@ -280,7 +286,22 @@ class VLLMEngine:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     async def _rpc(self, method: str, *args):
-        return await self._llm.collective_rpc(method, args=args)
+        with _engine_death_explained():
+            return await self._llm.collective_rpc(method, args=args)
+
+
+@contextlib.contextmanager
+def _engine_death_explained():
+    """Turn vLLM's EngineDeadError into an EngineDiedError that says what it means for a run."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    try:
+        yield
+    except EngineDeadError as exc:
+        raise EngineDiedError(
+            "vLLM's engine process died (its log above says why: often out of memory, or "
+            "killed); the run stops here, and resume=true continues from the last checkpoint"
+        ) from exc
 
 
 def _wait(future: concurrent.futures.Future, timeout: float, what: str):

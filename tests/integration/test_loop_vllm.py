@@ -92,3 +92,27 @@ def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model):
         k: (a[k], b[k]) for k in a if not math.isclose(a[k], b[k], rel_tol=1e-4, abs_tol=1e-6)
     }
     assert not mismatched
+
+
+def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intact(tmp_path):
+    import psutil
+
+    from rlve.checkpoint import load_checkpoint
+    from rlve.rollout.vllm_engine import EngineDiedError
+
+    def kill_engine_after_step_1(step, trainer, engine, metrics):
+        if step == 1:
+            for process in psutil.Process().children(recursive=True):
+                if process.name() == "VLLM::EngineCore":
+                    process.kill()
+
+    config = load_run_config(
+        [*SMALL, "trainer.max_steps=4", "save_every=1", f"output_dir={tmp_path}"]
+    )
+    with pytest.raises(EngineDiedError, match="resume=true continues from the last checkpoint"):
+        train(config, on_step=kill_engine_after_step_1)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_00000001"]
+    _, state = load_checkpoint(str(tmp_path / "checkpoints" / "step_00000001"))
+    assert state["step"] == 1
+    rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(row)["step"] for row in rows] == [1]
