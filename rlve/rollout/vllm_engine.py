@@ -272,14 +272,26 @@ class VLLMEngine:
         broadcaster = WeightBroadcaster(backend, world_size, timeout)
         args = (broadcaster.host, broadcaster.store_port, world_size, backend, timeout)
         joining = self._submit(self._rpc("rlve_join_weight_group", *args))
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            connecting = pool.submit(broadcaster.connect)
-            # either side failing ends the wait at once instead of after the time-out
-            concurrent.futures.wait(
-                [joining, connecting], timeout, concurrent.futures.FIRST_EXCEPTION
+        connecting: concurrent.futures.Future = concurrent.futures.Future()
+
+        def connect() -> None:  # a daemon thread: a failed join must not hold the process
+            try:
+                broadcaster.connect()
+                connecting.set_result(None)
+            except BaseException as exc:
+                connecting.set_exception(exc)
+
+        threading.Thread(target=connect, name="weight-group", daemon=True).start()
+        # either side failing ends the wait at once instead of after the time-out
+        done, pending = concurrent.futures.wait(
+            [joining, connecting], timeout, concurrent.futures.FIRST_EXCEPTION
+        )
+        for future in done:
+            future.result()
+        if pending:
+            raise TimeoutError(
+                f"vLLM engine: joining the {backend} weight group took longer than {timeout:.0f} s"
             )
-            _wait(joining, 0, f"vLLM's workers joining the {backend} weight group")
-            _wait(connecting, 0, f"joining the {backend} weight group")
         return broadcaster
 
     def _submit(self, coroutine) -> concurrent.futures.Future:
