@@ -7,7 +7,8 @@ command line. The trainer's own settings (model, LoRA, optimizer, loss) are `Tra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -208,11 +209,38 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 """the Hydra configs; shipped inside the package (`configs/` at the repository root links here)"""
 
 
+CONFIG_GROUPS = ("model", "algorithm", "env", "experiment")
+
+
+def check_override_keys(overrides: list[str]) -> None:
+    """Refuse a command-line override whose key is not a config field, naming the closest
+    field and the valid ones (Hydra alone names only the bad key)."""
+    for item in overrides:
+        key, has_value, _ = item.partition("=")
+        key = key.lstrip("+~")
+        if not has_value or key in CONFIG_GROUPS or key.startswith("hydra"):
+            continue
+        node: Any = RunConfig()
+        for depth, part in enumerate(key.split(".")):
+            if isinstance(node, dict):  # env.args.<name>..., env.default_args...: free-form
+                break
+            names = [f.name for f in fields(node)]
+            if part not in names:
+                where = ".".join(key.split(".")[:depth]) or "the top level"
+                close = get_close_matches(part, names, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(
+                    f"unknown config field {key!r}: {hint}the fields of {where} are {names}"
+                )
+            node = getattr(node, part)
+
+
 def load_run_config(overrides: list[str] = ()) -> RunConfig:
     """The RunConfig `python -m rlve.train <overrides>` would run with (validated)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    check_override_keys(list(overrides))
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(config_name="config", overrides=list(overrides))

@@ -33,7 +33,7 @@ from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.scripted import ScriptedEngine
 from rlve.rollout.summary import summarize
-from rlve.run_config import CONFIG_DIR, RunConfig, register_configs
+from rlve.run_config import CONFIG_DIR, RunConfig, check_override_keys, register_configs
 from rlve.trainer import Trainer
 
 log = logging.getLogger("rlve.train")
@@ -248,4 +248,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:
+        check_override_keys(sys.argv[1:])
+    except ValueError as exc:
+        sys.exit(f"error: {exc}")
     main()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rlve.run_config import CONFIG_DIR, load_run_config
+from rlve.run_config import CONFIG_DIR, check_override_keys, load_run_config
 
 GROUPS = {
     group: sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
@@ -68,3 +68,20 @@ def test_unknown_group_option_lists_the_choices():
 def test_configs_ship_inside_the_package_and_the_root_links_to_them():
     assert CONFIG_DIR == Path(__file__).resolve().parents[2] / "rlve" / "configs"
     assert (CONFIG_DIR.parents[1] / "configs").resolve() == CONFIG_DIR  # the root link
+
+
+def test_a_misspelt_field_names_the_closest_field_and_all_valid_ones():
+    with pytest.raises(ValueError, match=r"'rollout.grop_size': did you mean 'group_size'\?"):
+        load_run_config(["rollout.grop_size=4"])
+    with pytest.raises(ValueError, match=r"fields of trainer.lora are \['enabled', 'rank',"):
+        load_run_config(["trainer.lora.rnak=4"])
+    with pytest.raises(ValueError, match="'zzz': the fields of the top level are"):
+        check_override_keys(["+zzz=1"])
+
+
+def test_groups_free_form_args_and_hydra_flags_pass_the_key_check():
+    check_override_keys(
+        ["model=qwen3_0.6b", "env=tictactoe", "+experiment=tictactoe_cispo", "--cfg", "job",
+         "env.args.tictactoe.max_turns=3", "env.default_args.num_examples=4",
+         "hydra.run.dir=/tmp/x", "inference.gpus=[0]"]
+    )  # fmt: skip
