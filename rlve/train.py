@@ -6,11 +6,13 @@ optimizer step on them, the new weights go back into vLLM, metrics go to metrics
 the console, and every `save_every` steps a checkpoint (weights, optimizer, rng, data position,
 curriculum) is written atomically. With `rollout.async_level=1` the next batch is generated while
 the trainer trains on this one (one step off-policy; the sampler's log-probs feed the importance
-correction). Ctrl-C saves a checkpoint and exits; `resume=true` continues the run.
+correction; its checkpoints keep that batch, so a resumed run trains on exactly what the
+uninterrupted one would). Ctrl-C saves a checkpoint and exits; `resume=true` continues the run.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import logging
 import sys
@@ -150,9 +152,11 @@ def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
     envs, weights = build_environments(config)
     sampler = build_sampler(config, envs, weights)
     trainer = Trainer(config.trainer)
+    next_batch: StepBatch | None = None
     if latest:
         extra = trainer.resume(latest)
-        sampler.load_state_dict(extra["sampler"])
+        next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
+        sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
         log.info("resumed %s at step %d", latest, trainer.step)
     engine = build_engine(config, trainer)
     logger = MetricsLogger(
@@ -175,7 +179,7 @@ def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
     try:
         if latest and hasattr(engine, "push_weights"):
             engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
-        _loop(config, trainer, engine, sampler, collector, logger, checkpoints, on_step)
+        _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next_batch)
         trainer.export(str(run_dir / "model"))
     except Exception:
         last = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
@@ -193,9 +197,10 @@ def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
     return run_dir
 
 
-def _loop(config, trainer, engine, sampler, collector, logger, checkpoints, on_step) -> None:
+def _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next_batch) -> None:
+    """`next_batch`: the batch a resumed async run had already generated (exact resume)."""
     async_level = config.rollout.async_level
-    pending = collector.submit()
+    pending = _finished(next_batch) if next_batch else collector.submit()
     batch: StepBatch | None = None
     saved_step = trainer.step
     try:
@@ -205,7 +210,7 @@ def _loop(config, trainer, engine, sampler, collector, logger, checkpoints, on_s
             waited_s = time.perf_counter() - step_started
             if async_level == 1:
                 pending = collector.submit()  # generates step n+1 while step n trains
-            metrics = step_metrics(batch, sampler, waited_s)
+            metrics = step_metrics(batch, collector.sampler, waited_s)
             metrics.update(trainer.train_step(batch.groups))
             if async_level == 1:
                 pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version
@@ -221,13 +226,22 @@ def _loop(config, trainer, engine, sampler, collector, logger, checkpoints, on_s
                 on_step(trainer.step, trainer, engine, metrics)
             logger.save_samples(trainer.step, batch.played)
             if trainer.step % config.save_every == 0 or trainer.step == config.trainer.max_steps:
-                trainer.save(str(checkpoints), extra={"sampler": batch.sampler_state})
+                extra = {"sampler": batch.sampler_state}
+                if async_level == 1:  # already generated: a resumed run trains on it as is
+                    extra["next_batch"] = pending.result()
+                trainer.save(str(checkpoints), extra=extra)
                 saved_step = trainer.step
     except KeyboardInterrupt:
         if batch is not None and trainer.step > saved_step:
             path = trainer.save(str(checkpoints), extra={"sampler": batch.sampler_state})
             print(f"\ninterrupted: checkpoint saved to {path}", file=sys.stderr)
         raise
+
+
+def _finished(batch: StepBatch) -> concurrent.futures.Future[StepBatch]:
+    future: concurrent.futures.Future[StepBatch] = concurrent.futures.Future()
+    future.set_result(batch)
+    return future
 
 
 register_configs()

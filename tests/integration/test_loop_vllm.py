@@ -74,8 +74,12 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_
     assert all(r["reward/std"] > 0 for r in rows)  # the warm model gives a learning signal
 
 
-def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model):
-    common = [*SMALL, f"trainer.model={warm_model}", "save_every=2"]
+@pytest.mark.parametrize("async_level", [0, 1])
+def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model, async_level):
+    # async 1: the checkpoint holds the batch already generated for step 3 (by step 1's weights)
+    small = [o for o in SMALL if not o.startswith("rollout.async_level")]
+    common = [*small, f"rollout.async_level={async_level}", f"trainer.model={warm_model}"]
+    common.append("save_every=2")
     whole = train(load_run_config([*common, "trainer.max_steps=4", f"output_dir={tmp_path / 'a'}"]))
     part = [*common, f"output_dir={tmp_path / 'b'}"]
     train(load_run_config([*part, "trainer.max_steps=2"]))
