@@ -61,12 +61,21 @@ def check_placement(
                 "weight_transport=shared_memory"
             )
     if shared:
-        log.warning(
-            "the trainer and vLLM share cuda:%d; vLLM takes %.0f%% of its memory "
-            "(inference.gpu_memory_utilization), the trainer gets what is left",
-            trainer_gpu,
-            100 * gpu_memory_utilization,
+        _warn_once(
+            f"the trainer and vLLM share cuda:{trainer_gpu}; vLLM takes "
+            f"{100 * gpu_memory_utilization:.0f}% of its memory "
+            "(inference.gpu_memory_utilization), the trainer gets what is left"
         )
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A config is validated when it is loaded and again when the run starts: warn once."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning(message)
 
 
 def visible_devices_for_engine(gpus: list[int], parent_visible: str | None) -> str:
