@@ -13,7 +13,7 @@ import re
 
 from rlve.envs.gym.verifiable import Problem, Verdict, VerifiableEnv
 from rlve.envs.tictactoe.game import (
-    EMPTY,
+    EMPTY_BOARD,
     O_MARK,
     X_MARK,
     best_moves,
@@ -134,7 +134,7 @@ def _random_position(rng: random.Random, pieces: int):
     """A position with `pieces` marks (X and O alternating, X first) where X is to move and the
     game is not over, reached by random play; restarts the game if it ends early."""
     while True:
-        board = (EMPTY,) * 9
+        board = EMPTY_BOARD
         mark = X_MARK
         for _ in range(pieces):
             board = place(board, rng.choice(free_cells(board)), mark)

@@ -102,7 +102,8 @@ class ReasoningGymEnv(VerifiableEnv):
         # Some tasks set the global decimal precision; a fresh context per call keeps one
         # task's setting from changing another's problems (or its own regeneration).
         with decimal.localcontext(decimal.Context()):
-            entry = _dataset(self.task, difficulty, seed)[0]
+            dataset = _dataset(self.task, difficulty, seed)
+            entry = dataset[0]
         data = {
             "task": self.task,
             "level": difficulty,
@@ -110,7 +111,7 @@ class ReasoningGymEnv(VerifiableEnv):
             # Scored from this copy when JSON keeps it intact, else regenerated exactly.
             "entry": json_copy(entry),
         }
-        parameters = _plain(asdict(_config(self.task, difficulty, seed)))
+        parameters = _plain(asdict(dataset.config))
         answer = entry.get("answer")
         return Problem(entry["question"], data, parameters, None if answer is None else str(answer))
 

@@ -24,6 +24,7 @@ from rlve.envs.gym.verifiable import (
     Verdict,
     VerifiableEnv,
     check_in_worker,
+    checked_verdict,
     generate_in_worker,
     generate_with_retries,
     preload_modules,
@@ -214,7 +215,7 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
         problem = Problem.from_json(info["problem"])
         if not self.sandbox:
             try:
-                return check_locally(self.verifiable, problem, answer), "ok"
+                return checked_verdict(self.verifiable, problem, answer), "ok"
             except Exception as error:  # a verifier bug must not crash the batch
                 return self.verifiable.format_failure(f"verifier raised {error!r}"), "error"
         pool = self._verify_pool or shared_pool("verify")
@@ -249,7 +250,3 @@ def format_score(state: State) -> float:
     """1 when the answer was found in the expected format (a zero-weight metric)."""
     return float(state["verdict"].format_ok)
 
-
-def check_locally(env: VerifiableEnv, problem: Problem, answer: str) -> Verdict:
-    reward, accuracy, format_ok, detail = check_in_worker(env, problem, answer)
-    return Verdict(reward, accuracy, format_ok, detail)
