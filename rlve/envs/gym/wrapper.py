@@ -249,4 +249,3 @@ def accuracy(state: State) -> float:
 def format_score(state: State) -> float:
     """1 when the answer was found in the expected format (a zero-weight metric)."""
     return float(state["verdict"].format_ok)
-
