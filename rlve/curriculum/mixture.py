@@ -92,11 +92,14 @@ class ProblemSampler:
     def _disable(self, name: str, reason: Exception) -> None:
         """Drop an environment whose generator keeps failing; the run goes on without it."""
         log.warning("disabling environment %s for this run: %s", name, reason)
+        self._drop(name)
+        if not self.names:
+            raise RuntimeError(f"every environment of the mixture is disabled (last: {reason})")
+
+    def _drop(self, name: str) -> None:
         index = self.names.index(name)
         del self.names[index], self.weights[index]
         self.disabled.append(name)
-        if not self.names:
-            raise RuntimeError(f"every environment of the mixture is disabled (last: {reason})")
 
     def observe(self, groups: Sequence[RolloutGroup]) -> None:
         """Feed finished groups (kept or dropped) to the curriculum controller."""
@@ -130,8 +133,6 @@ class ProblemSampler:
         self.drawn = state["drawn"]
         for name in state.get("disabled", []):
             if name in self.names:
-                index = self.names.index(name)
-                del self.names[index], self.weights[index]
-                self.disabled.append(name)
+                self._drop(name)
         if self.controller is not None and state.get("controller") is not None:
             self.controller.load_state_dict(state["controller"])
