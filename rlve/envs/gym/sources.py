@@ -14,18 +14,21 @@ from collections.abc import Callable, Iterable
 from rlve.envs.gym.verifiable import VerifiableEnv
 
 
+@functools.cache
 def _rlve_gym_names() -> list[str]:
     from rlve.envs.gym.rlve_gym import PREFIX, identifiers
 
     return [PREFIX + identifier for identifier in identifiers()]
 
 
+@functools.cache
 def _reasoning_gym_names() -> list[str]:
     from rlve.envs.gym.reasoning_gym import PREFIX, task_names
 
     return [PREFIX + task for task in task_names()]
 
 
+@functools.cache
 def _builtin_names() -> list[str]:
     from rlve.envs.gym.builtin import BUILTIN_ENVS
 
@@ -73,7 +76,7 @@ def register_gym_sources() -> None:
     from rlve.envs.registry import EnvironmentSource, register_source
 
     for prefix, names in _sources():
-        register_source(EnvironmentSource(prefix, functools.cache(names), _loader))
+        register_source(EnvironmentSource(prefix, names, _loader))
 
 
 register_gym_sources()  # importing this module (rlve.envs.registry does) registers the families
