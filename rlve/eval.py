@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import rlve
 from rlve.envs.base import Environment
 from rlve.evaluate import EvalResult, evaluate_async
+from rlve.rollout import scripted
 from rlve.rollout.engine import Engine, SamplingConfig
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.scripted import Policy, ScriptedEngine
@@ -52,18 +52,10 @@ class UsageError(ValueError):
 
 def load_policy(spec: str) -> Policy:
     """`package.module:function` -> the function, e.g. `rlve.envs.tictactoe:minimax_policy`."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise UsageError(f"--policy must look like 'package.module:function', got {spec!r}")
     try:
-        policy = getattr(importlib.import_module(module_name), attr)
-    except ImportError as exc:
-        raise UsageError(f"--policy {spec!r}: cannot import {module_name!r} ({exc})") from exc
-    except AttributeError as exc:
-        raise UsageError(f"--policy {spec!r}: module {module_name!r} has no {attr!r}") from exc
-    if not callable(policy):
-        raise UsageError(f"--policy {spec!r} is not callable")
-    return policy
+        return scripted.load_policy(spec, "--policy")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def parse_env_args(text: str) -> dict[str, Any]:

@@ -13,7 +13,6 @@ uninterrupted one would). Ctrl-C saves a checkpoint and exits; `resume=true` con
 from __future__ import annotations
 
 import concurrent.futures
-import importlib
 import logging
 import sys
 import time
@@ -33,7 +32,7 @@ from rlve.logging import MetricsLogger
 from rlve.rollout.collector import BatchCollector, StepBatch
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.runner import env_sampling
-from rlve.rollout.scripted import ScriptedEngine
+from rlve.rollout.scripted import ScriptedEngine, load_policy
 from rlve.rollout.summary import summarize
 from rlve.run_config import CONFIG_DIR, RunConfig, check_override_keys, register_configs
 from rlve.trainer import Trainer
@@ -66,8 +65,7 @@ def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[
 def build_engine(config: RunConfig, trainer: Trainer):
     """The inference engine: vLLM serving the trainer's model, or a scripted policy (tests)."""
     if config.rollout.engine == "scripted":
-        module, _, name = config.rollout.scripted_policy.partition(":")
-        policy = getattr(importlib.import_module(module), name)
+        policy = load_policy(config.rollout.scripted_policy, "rollout.scripted_policy")
         return ScriptedEngine(policy, trainer.tokenizer)
     from rlve.models import resolve_model_path
     from rlve.rollout.vllm_engine import VLLMEngine

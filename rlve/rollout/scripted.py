@@ -7,6 +7,7 @@ Used for tests, baselines, and scripted teachers (minimax) that produce SFT data
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import random
 from collections.abc import Callable
@@ -15,6 +16,23 @@ from typing import Any
 from rlve.rollout.engine import Generation, GenerationRequest
 
 Policy = Callable[..., str]
+
+
+def load_policy(spec: str, what: str = "policy") -> Policy:
+    """`package.module:function` -> the function, e.g. `rlve.envs.tictactoe:minimax_policy`.
+    ValueError names `what` (the flag or config field the spec came from) and the problem."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{what} must look like 'package.module:function', got {spec!r}")
+    try:
+        policy = getattr(importlib.import_module(module_name), attr)
+    except ImportError as exc:
+        raise ValueError(f"{what} {spec!r}: cannot import {module_name!r} ({exc})") from exc
+    except AttributeError as exc:
+        raise ValueError(f"{what} {spec!r}: module {module_name!r} has no {attr!r}") from exc
+    if not callable(policy):
+        raise ValueError(f"{what} {spec!r} is not callable")
+    return policy
 
 
 class ScriptedEngine:
