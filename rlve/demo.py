@@ -66,7 +66,7 @@ def sft_warm_start(run_dir: Path, games: int, steps: int) -> Path:
     """Teacher games -> SFT of the tiny model -> an exported model directory."""
     from rlve.config import TrainerConfig
     from rlve.models import load_tokenizer
-    from rlve.sft import save_examples, sft_warmup, tictactoe_teacher_data
+    from rlve.sft import SftSequence, save_examples, sft_warmup, tictactoe_teacher_data
 
     teacher, summary = tictactoe_teacher_data(load_tokenizer("tiny"), games, noise=0.1)
     save_examples(run_dir / "sft_data.jsonl", teacher)
@@ -74,16 +74,10 @@ def sft_warm_start(run_dir: Path, games: int, steps: int) -> Path:
           f"(reward {summary['reward/mean']:.3f})")  # fmt: skip
     config = TrainerConfig(model="tiny", lr=3e-3, max_steps=steps, lr_schedule="cosine",
                            warmup_steps=max(1, steps // 10))  # fmt: skip
-    sequences = [s for s in _as_sequences(teacher)]
+    sequences = [SftSequence.of(t) for t in teacher]
     path, losses = sft_warmup(sequences, config, run_dir / "sft_model", batch_size=16)
     print(f"SFT: {steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; model: {path}")
     return path
-
-
-def _as_sequences(trajectories):
-    from rlve.sft import SftSequence
-
-    return [SftSequence(t.token_ids, t.loss_mask, t.reward) for t in trajectories]
 
 
 def rl_run(run_dir: Path, model: Path, steps: int) -> Path:

@@ -34,6 +34,10 @@ class SftSequence:
     loss_mask: list[int]
     reward: float
 
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> SftSequence:
+        return cls(trajectory.token_ids, trajectory.loss_mask, trajectory.reward)
+
 
 def teacher_games(
     env: Environment,

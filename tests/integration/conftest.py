@@ -10,7 +10,7 @@ def warm_model(tmp_path_factory) -> str:
     from rlve.sft import SftSequence, sft_warmup, tictactoe_teacher_data
 
     games, _ = tictactoe_teacher_data(load_tokenizer("tiny"), 128, noise=0.1)
-    sequences = [SftSequence(t.token_ids, t.loss_mask, t.reward) for t in games]
+    sequences = [SftSequence.of(t) for t in games]
     config = TrainerConfig(
         model="tiny", lr=3e-3, max_steps=80, lr_schedule="cosine", warmup_steps=8
     )
