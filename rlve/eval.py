@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import rlve
+from rlve.atomic import write_text_atomically
 from rlve.envs.base import Environment
 from rlve.evaluate import EvalResult, evaluate_async
 from rlve.rollout import scripted
@@ -167,13 +168,6 @@ def metrics_table(summary: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def write_json_atomically(path: Path, value: Any) -> None:
-    """Write to a sibling file, then rename: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
-
-
 def default_out_dir(args: argparse.Namespace) -> Path:
     who = args.policy or args.model or "tiny"
     name = f"{args.env}_{who}_{time.strftime('%Y%m%d-%H%M%S')}"
@@ -261,7 +255,10 @@ def evaluate_from_args(args: argparse.Namespace) -> tuple[EvalResult, Path]:
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     config.pop("api_key")  # never write a secret into a results folder
     config.update(engine=engine_kind(args), env_args=env_args, sampling=asdict(sampling))
-    write_json_atomically(out_dir / "summary.json", {"metrics": result.summary, "config": config})
+    summary = {"metrics": result.summary, "config": config}
+    write_text_atomically(
+        out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    )
     result.save_rollouts(out_dir / "rollouts.jsonl")
     return result, out_dir
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rlve.atomic import write_text_atomically
 from rlve.envs.base import Environment
 from rlve.rollout.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings
@@ -26,16 +27,14 @@ class EvalResult:
 
     def save_rollouts(self, path: str | Path) -> None:
         """Write one JSON line per rollout (messages, reward, metrics) for inspection."""
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        with tmp.open("w") as f:
-            for group in self.groups:
-                for t in group.trajectories:
-                    row = asdict(t)
-                    for heavy in ("token_ids", "loss_mask", "sampler_logprobs"):
-                        row.pop(heavy)
-                    f.write(json.dumps(row) + "\n")
-        tmp.replace(path)
+        lines = []
+        for group in self.groups:
+            for t in group.trajectories:
+                row = asdict(t)
+                for heavy in ("token_ids", "loss_mask", "sampler_logprobs"):
+                    row.pop(heavy)
+                lines.append(json.dumps(row) + "\n")
+        write_text_atomically(path, "".join(lines))
 
 
 def evaluation_jobs(

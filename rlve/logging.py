@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlve.atomic import write_text_atomically
 from rlve.run_config import LoggingConfig
 from rlve.types import RolloutGroup, Trajectory
 
@@ -91,11 +92,8 @@ class MetricsLogger:
             if len(picked) >= count:
                 break
         self.samples_dir.mkdir(exist_ok=True)
-        path = self.samples_dir / f"step_{step:06d}.txt"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("\n\n".join(render_trajectory(t) for t in picked[:count]) + "\n")
-        tmp.replace(path)
-        return path
+        text = "\n\n".join(render_trajectory(t) for t in picked[:count]) + "\n"
+        return write_text_atomically(self.samples_dir / f"step_{step:06d}.txt", text)
 
     def close(self) -> None:
         self._file.close()

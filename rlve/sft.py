@@ -18,6 +18,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import rlve
+from rlve.atomic import write_text_atomically
 from rlve.config import LoraConfig, TrainerConfig
 from rlve.envs.base import Environment
 from rlve.rollout import ScriptedEngine
@@ -68,12 +69,9 @@ def save_examples(path: str | Path, trajectories: Sequence[Trajectory]) -> int:
     """Write SFT sequences as JSON lines (atomically); returns how many."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as f:
-        for t in trajectories:
-            row = {"token_ids": t.token_ids, "loss_mask": t.loss_mask, "reward": t.reward}
-            f.write(json.dumps(row) + "\n")
-    tmp.replace(path)
+    rows = ({"token_ids": t.token_ids, "loss_mask": t.loss_mask, "reward": t.reward}
+            for t in trajectories)  # fmt: skip
+    write_text_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
     return len(trajectories)
 
 
