@@ -45,7 +45,8 @@ def check_placement(
                 f"{tensor_parallel_size}"
             )
     trainer_gpu = cuda_index(trainer_device)
-    shared = trainer_gpu is not None and trainer_gpu in engine_gpus(gpus, tensor_parallel_size)
+    vllm_gpus = engine_gpus(gpus, tensor_parallel_size)
+    shared = trainer_gpu is not None and trainer_gpu in vllm_gpus
     if weight_transport == "nccl":
         if trainer_gpu is None:
             raise ValueError(
@@ -56,8 +57,8 @@ def check_placement(
         if shared:
             raise ValueError(
                 f"inference.weight_transport=nccl cannot connect two ranks on one GPU: the "
-                f"trainer (cuda:{trainer_gpu}) and vLLM ({engine_gpus(gpus, tensor_parallel_size)})"
-                " share it; move one (e.g. inference.gpus=[0] trainer.device=cuda:1) or use "
+                f"trainer (cuda:{trainer_gpu}) and vLLM ({vllm_gpus}) share it; move one "
+                "(e.g. inference.gpus=[0] trainer.device=cuda:1) or use "
                 "weight_transport=shared_memory"
             )
     if shared:

@@ -215,12 +215,13 @@ CONFIG_GROUPS = ("model", "algorithm", "env", "experiment")
 def check_override_keys(overrides: list[str]) -> None:
     """Refuse a command-line override whose key is not a config field, naming the closest
     field and the valid ones (Hydra alone names only the bad key)."""
+    defaults = RunConfig()
     for item in overrides:
         key, has_value, _ = item.partition("=")
         key = key.lstrip("+~")
         if not has_value or key in CONFIG_GROUPS or key.startswith("hydra"):
             continue
-        node: Any = RunConfig()
+        node: Any = defaults
         for depth, part in enumerate(key.split(".")):
             if isinstance(node, dict):  # env.args.<name>..., env.default_args...: free-form
                 break

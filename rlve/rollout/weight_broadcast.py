@@ -44,12 +44,16 @@ class TensorSpec:
         return cls(name, dtype, tuple(shape))
 
 
-def open_group(store: dist.Store, rank: int, world_size: int, backend: str, timeout_s: float):
-    """Join the weight group; blocks until all `world_size` ranks have joined."""
+def _check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise ValueError(
             f"weight broadcast backend must be one of {list(BACKENDS)}, got {backend!r}"
         )
+
+
+def open_group(store: dist.Store, rank: int, world_size: int, backend: str, timeout_s: float):
+    """Join the weight group; blocks until all `world_size` ranks have joined."""
+    _check_backend(backend)
     prefixed = dist.PrefixStore(STORE_PREFIX, store)
     timeout = timedelta(seconds=timeout_s)
     if backend == "gloo":
@@ -88,10 +92,7 @@ class WeightBroadcaster:
     join; each push is `plan` (tell the workers what follows), then `send`."""
 
     def __init__(self, backend: str, world_size: int, timeout_s: float, host: str = "127.0.0.1"):
-        if backend not in BACKENDS:
-            raise ValueError(
-                f"weight broadcast backend must be one of {list(BACKENDS)}, got {backend!r}"
-            )
+        _check_backend(backend)
         if world_size < 2:
             raise ValueError(f"a weight group needs the trainer and >= 1 worker, got {world_size}")
         self.backend = backend
