@@ -14,7 +14,15 @@ from collections.abc import Iterator
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from rlve.envs.tictactoe.game import EMPTY, render_board, winner
+from rlve.envs.tictactoe.game import (
+    EMPTY,
+    EMPTY_BOARD,
+    free_cells,
+    is_over,
+    place,
+    render_board,
+    winner,
+)
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -149,14 +157,14 @@ TTT_SYSTEM_PROMPT = (
 
 def _tic_tac_toe_game(rng: random.Random) -> str:
     """One random game in the environment's words, turn by turn, with some invalid moves."""
-    cells = [EMPTY] * 9
+    board = EMPTY_BOARD
     parts = [TTT_SYSTEM_PROMPT]
     player = rng.choice(("X", "O"))
-    while winner(tuple(cells)) is None and EMPTY in cells:
-        free = [i for i, mark in enumerate(cells) if mark == EMPTY]
+    while not is_over(board):
+        free = free_cells(board)
         if player == "X":
-            parts += [render_board(tuple(cells)), f"Available positions: {free}", "Your turn."]
-            taken = [i for i in range(9) if cells[i] != EMPTY]
+            parts += [render_board(board), f"Available positions: {free}", "Your turn."]
+            taken = [i for i in range(9) if board[i] != EMPTY]
             if taken and rng.random() < 0.15:
                 cell = rng.choice(taken)
                 parts.append(f"<think>I play {cell}.</think>\n<move>{cell}</move>")
@@ -168,10 +176,10 @@ def _tic_tac_toe_game(rng: random.Random) -> str:
         else:
             cell = rng.choice(free)
             parts.append(f"Opponent played {cell}.")
-        cells[cell] = player
+        board = place(board, cell, player)
         player = "O" if player == "X" else "X"
-    parts.append(render_board(tuple(cells)))
-    parts.append({"X": "You win!", "O": "You lose."}.get(winner(tuple(cells)), "It's a draw."))
+    parts.append(render_board(board))
+    parts.append({"X": "You win!", "O": "You lose."}.get(winner(board), "It's a draw."))
     return "\n".join(parts)
 
 
