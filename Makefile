@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: setup
-	$(PY) -m rlve.demo
+	$(PY) -m rlve.cli.demo
 
 lint: setup
 	$(VENV)/bin/ruff format --check rlve tests scripts

@@ -1,25 +1,36 @@
-"""Structured configs of rlve's components, as plain dataclasses with one docstring per field.
+"""Every configuration of rlve, as dataclasses with one docstring under each field.
 
-Each `validate()` raises ValueError naming the field and its allowed range, so a bad value fails
-at start, not in the middle of a run. Later sessions register these with Hydra.
+`RunConfig` is the schema of `python -m rlve.train`: Hydra fills it from `rlve/configs/` and the
+command line (`rlve.train` registers it). Its parts: `TrainerConfig` (model, LoRA, optimizer,
+loss), `InferenceConfig` (the vLLM engine), `RolloutConfig`, `EnvConfig` (with
+`CurriculumConfig`) and `LoggingConfig`. Each `validate()` raises ValueError naming the field and
+its allowed range, so a bad value fails at start, not in the middle of a run.
+
+May import `rlve.sync.placement` (the device-layout check) and, when validating,
+`rlve.algorithms` (the tables of losses and schedules): only there, so that importing this module
+stays free of torch (environments import `require`, and verifier workers import environments).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from rlve.algorithms.loss_inputs import TIS_MODES
-from rlve.algorithms.losses import LOSSES
-from rlve.algorithms.schedule import SCHEDULES
+from rlve.sync.placement import check_placement
 
 DTYPES = ("float32", "bfloat16")
-LR_SCHEDULES = SCHEDULES
+WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
 
 
 def require(condition: bool, message: str) -> None:
-    """Raise ValueError(message) unless `condition`: config validation in one line."""
+    """Raise ValueError(message) unless `condition`: validation in one line."""
     if not condition:
         raise ValueError(message)
+
+
+def is_int(value: object) -> bool:
+    """An int that is not a bool (True is an int to Python, never a count to us)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass
@@ -93,7 +104,7 @@ class TrainerConfig:
 
     max_tokens_per_microbatch: int = 8192
     """token budget of one forward pass: rows x padded length stays under it; >= 1. A single
-    longer sequence gets a micro-batch of its own (see rlve.train_batch)"""
+    longer sequence gets a micro-batch of its own (see rlve.algorithms.packing)"""
     logprob_chunk_tokens: int = 1024
     """tokens per chunk of the vocabulary projection, so [tokens, vocab] logits never exist at
     once for the whole micro-batch; >= 1"""
@@ -128,6 +139,8 @@ class TrainerConfig:
     """checkpoints kept in a checkpoint directory; older ones are deleted; >= 1"""
 
     def validate(self) -> None:
+        from rlve.algorithms import SCHEDULES
+
         require(self.dtype in DTYPES, f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         self.lora.validate()
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
@@ -137,8 +150,8 @@ class TrainerConfig:
         require(self.adam_eps > 0, f"adam_eps must be > 0, got {self.adam_eps}")
         require(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
         require(
-            self.lr_schedule in LR_SCHEDULES,
-            f"lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}",
+            self.lr_schedule in SCHEDULES,
+            f"lr_schedule must be one of {list(SCHEDULES)}, got {self.lr_schedule!r}",
         )
         require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
         require(self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
@@ -158,17 +171,240 @@ class TrainerConfig:
         )
 
     def _validate_loss(self) -> None:
+        from rlve.algorithms import LOSSES, check_hyperparameters
+
         require(self.loss in LOSSES, f"loss must be one of {sorted(LOSSES)}, got {self.loss!r}")
-        require(0.0 <= self.eps_low < 1.0, f"eps_low must be in [0, 1), got {self.eps_low}")
-        require(self.eps_high >= 0.0, f"eps_high must be >= 0, got {self.eps_high}")
-        require(self.is_cap > 0.0, f"is_cap must be > 0, got {self.is_cap}")
-        require(
-            self.tis_cap is None or self.tis_cap > 1.0,
-            f"tis_cap must be None or > 1, got {self.tis_cap}",
-        )
-        require(
-            self.tis_mode in TIS_MODES,
-            f"tis_mode must be one of {list(TIS_MODES)}, got {self.tis_mode!r}",
-        )
+        check_hyperparameters(self.eps_low, self.eps_high, self.is_cap, self.tis_cap,
+                              self.tis_mode, num_tokens=None)  # fmt: skip
         require(self.kl_beta >= 0.0, f"kl_beta must be >= 0, got {self.kl_beta}")
         require(self.temperature > 0.0, f"temperature must be > 0, got {self.temperature}")
+
+
+@dataclass
+class InferenceConfig:
+    """How the vLLM engine is started (`inference.*`)."""
+
+    dtype: str = "float32"
+    """weights and activations: float32 on CPU (exact log-prob parity), bfloat16 on GPU"""
+    max_model_len: int = 2048
+    """longest sequence (prompt + completion) the engine accepts"""
+    gpu_memory_utilization: float = 0.2
+    """share of GPU memory for weights + KV cache (on CPU vLLM reads it as a share of RAM)"""
+    cpu_kv_cache_gib: int = 1
+    """KV cache size on CPU, whole GiB (sets VLLM_CPU_KVCACHE_SPACE)"""
+    max_num_seqs: int = 256
+    """most sequences in one engine batch"""
+    enforce_eager: bool = False
+    """skip graph capture/compilation: faster start, slower steps"""
+    enable_prefix_caching: bool = True
+    """reuse the KV cache of shared prefixes (multi-turn prompts grow by appending)"""
+    seed: int = 0
+    """engine seed (requests carry their own seeds too)"""
+    tensor_parallel_size: int = 1
+    """GPUs per engine"""
+    gpus: list[int] | None = None
+    """GPUs vLLM runs on, numbered like the trainer's `cuda:N` (e.g. [0] with trainer.device
+    cuda:1); None = the first `tensor_parallel_size` GPUs; ignored on CPU"""
+    request_timeout_s: float = 600.0
+    """longest wait for one generation before the run is stopped with an error"""
+    start_timeout_s: float = 900.0
+    """longest wait for the engine to start"""
+    weight_transport: str = "shared_memory"
+    """how pushes reach vLLM: "shared_memory" (a safetensors file in RAM; CPU or GPU), "nccl"
+    (broadcast GPU to GPU; the trainer on its own GPU) or "gloo" (broadcast through CPU memory)"""
+
+    def __post_init__(self):  # checked when built: VLLMEngine takes one directly
+        require(
+            0 < self.gpu_memory_utilization <= 1,
+            f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
+        )
+        require(
+            isinstance(self.cpu_kv_cache_gib, int) and self.cpu_kv_cache_gib >= 1,
+            f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}",
+        )
+        require(
+            self.weight_transport in WEIGHT_TRANSPORTS,
+            f"weight_transport must be one of {list(WEIGHT_TRANSPORTS)}, "
+            f"got {self.weight_transport!r}",
+        )
+        require(self.max_model_len >= 16, f"max_model_len must be >= 16, got {self.max_model_len}")
+
+
+ASYNC_LEVELS = (0, 1)
+ENGINES = ("vllm", "scripted")
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+@dataclass
+class RolloutConfig:
+    """How rollouts are generated each step."""
+
+    engine: str = "vllm"
+    """"vllm" (the model) or "scripted" (a scripted policy named by `scripted_policy`, for tests)"""
+    scripted_policy: str = "rlve.envs.tictactoe:random_policy"
+    """module:function of the policy when engine is "scripted\""""
+    group_size: int = 8
+    """rollouts per problem (the group of group-relative advantages); >= 2"""
+    groups_per_step: int = 32
+    """problems per optimizer step; games per step = groups_per_step * group_size"""
+    max_tokens: int | None = None
+    """most tokens per model turn; None = each environment's own default"""
+    top_p: float = 1.0
+    """nucleus sampling mass; in (0, 1] (the temperature is `trainer.temperature`)"""
+    max_concurrent: int = 256
+    """most episodes in flight at once"""
+    episode_time_limit_s: float | None = 600.0
+    """wall-clock limit per episode; a timed-out episode ends as truncated; None = no limit"""
+    async_level: int = 0
+    """0: strictly on-policy; 1: generate step n+1 while the trainer trains step n"""
+    dynamic_sampling: bool = False
+    """DAPO: drop groups whose rewards are all equal and sample more until the batch is full"""
+    max_refills: int = 4
+    """most extra sampling rounds per step when dynamic sampling is on; >= 0"""
+    oversample: float = 1.0
+    """with dynamic sampling, each refill asks for missing * oversample groups; >= 1"""
+    overlong_buffer: int | None = None
+    """DAPO overlong shaping: penalise completions in the last N tokens before max_tokens"""
+
+    def validate(self) -> None:
+        require(
+            self.engine in ENGINES,
+            f"rollout.engine must be one of {list(ENGINES)}, got {self.engine!r}",
+        )
+        require(self.group_size >= 2, f"rollout.group_size must be >= 2, got {self.group_size}")
+        require(
+            self.groups_per_step >= 1,
+            f"rollout.groups_per_step must be >= 1, got {self.groups_per_step}",
+        )
+        require(
+            self.max_tokens is None or self.max_tokens >= 1,
+            f"rollout.max_tokens must be None or >= 1, got {self.max_tokens}",
+        )
+        require(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        require(
+            self.max_concurrent >= 1,
+            f"rollout.max_concurrent must be >= 1, got {self.max_concurrent}",
+        )
+        require(
+            self.async_level in ASYNC_LEVELS,
+            f"rollout.async_level must be one of {list(ASYNC_LEVELS)}, got {self.async_level}",
+        )
+        require(self.max_refills >= 0, f"rollout.max_refills must be >= 0, got {self.max_refills}")
+        require(self.oversample >= 1, f"rollout.oversample must be >= 1, got {self.oversample}")
+        require(
+            self.overlong_buffer is None or self.overlong_buffer >= 1,
+            f"rollout.overlong_buffer must be None or >= 1, got {self.overlong_buffer}",
+        )
+
+
+@dataclass
+class CurriculumConfig:
+    """Adaptive difficulty (RLVE): a window [low, high] per environment (rlve.curriculum)."""
+
+    enabled: bool = False
+    """draw each problem's difficulty from its environment's adaptive window"""
+    tau_acc: float = 0.9
+    """accuracy at `high` that raises the window; in (0, 1]"""
+    tau_num: int = 128
+    """rollouts at `high` counted before each check; >= 1"""
+    d_delta: int = 4
+    """widest window (high - low + 1); >= 1"""
+    lower_floor: float | None = None
+    """beyond the paper: lower `low` when accuracy there falls under this; None = off"""
+    variance_weighting: bool = False
+    """beyond the paper: favour environments whose recent groups had the most reward variance"""
+
+
+@dataclass
+class EnvConfig:
+    """The environments to train on, and how problems are drawn from them."""
+
+    names: list[str] = field(default_factory=lambda: ["tictactoe"])
+    """environment names or globs (`rlve-gym/*`); see rlve.list_environments()"""
+    weights: list[float] | None = None
+    """sampling weight per entry of `names` (a glob's weight is shared by its matches); None =
+    uniform over environments"""
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """keyword arguments per environment name, e.g. {tictactoe: {max_turns: 7}}"""
+    default_args: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments for every environment of `names` (per-name `args` override them),
+    e.g. {num_examples: 4} for a whole family loaded by a glob"""
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """adaptive difficulty for environments that have one"""
+    seed: int = 0
+    """seed of the problem sampler (which environment, which example, which difficulty)"""
+
+    def validate(self) -> None:
+        require(len(self.names) > 0, "env.names must name at least one environment")
+        if self.weights is not None:
+            require(
+                len(self.weights) == len(self.names),
+                f"env.weights has {len(self.weights)} entries but env.names has {len(self.names)}",
+            )
+            require(all(w >= 0 for w in self.weights), f"env.weights must be >= 0: {self.weights}")
+            require(sum(self.weights) > 0, "env.weights must not all be 0")
+        c = self.curriculum
+        require(0 < c.tau_acc <= 1, f"env.curriculum.tau_acc must be in (0, 1], got {c.tau_acc}")
+        require(c.tau_num >= 1, f"env.curriculum.tau_num must be >= 1, got {c.tau_num}")
+        require(c.d_delta >= 1, f"env.curriculum.d_delta must be >= 1, got {c.d_delta}")
+
+
+@dataclass
+class LoggingConfig:
+    """Where metrics go: metrics.jsonl always, W&B, the console."""
+
+    wandb_mode: str = "offline"
+    """"offline" (files under the run directory, sync later), "online" or "disabled\""""
+    project: str = "rlve"
+    """W&B project"""
+    tags: list[str] = field(default_factory=list)
+    """W&B tags"""
+    samples_per_step: int = 2
+    """rollouts written as readable text to samples/step_<n>.txt each step; 0 = none"""
+    console_every: int = 1
+    """print a progress line every N steps"""
+
+    def validate(self) -> None:
+        require(
+            self.wandb_mode in WANDB_MODES,
+            f"logging.wandb_mode must be one of {list(WANDB_MODES)}, got {self.wandb_mode!r}",
+        )
+
+
+@dataclass
+class RunConfig:
+    """A training run: `python -m rlve.train +experiment=tictactoe_cispo`."""
+
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """the learning side: model, LoRA, optimizer, loss, temperature, max_steps"""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """rollout generation"""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """environments and curriculum"""
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    """the vLLM engine"""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """metrics sinks"""
+    run_name: str = "run"
+    """name of the run (W&B run name; part of the default output directory)"""
+    output_dir: str = "runs/${run_name}"
+    """run directory: metrics.jsonl, samples/, checkpoints/, wandb/, config.yaml"""
+    save_every: int = 10
+    """checkpoint every N steps (and at the end, and on Ctrl-C); >= 1"""
+    resume: bool = False
+    """continue the run in output_dir from its latest checkpoint"""
+
+    def validate(self) -> None:
+        self.trainer.validate()
+        self.rollout.validate()
+        self.env.validate()
+        self.logging.validate()
+        require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
+        if self.rollout.engine == "vllm":
+            check_placement(
+                self.trainer.device,
+                self.inference.gpus,
+                self.inference.tensor_parallel_size,
+                self.inference.weight_transport,
+                self.inference.gpu_memory_utilization,
+            )

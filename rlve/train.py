@@ -1,245 +1,70 @@
-"""`python -m rlve.train +experiment=tictactoe_cispo`: the RL loop, top to bottom.
+"""`python -m rlve.train +experiment=tictactoe_cispo`: the Hydra entry point of an RL run.
 
-Each step: the inference worker (vLLM) plays rollout groups of problems drawn from the
-environments (dynamic sampling drops groups without signal and draws more), the trainer takes one
-optimizer step on them, the new weights go back into vLLM, metrics go to metrics.jsonl / W&B /
-the console, and every `save_every` steps a checkpoint (weights, optimizer, rng, data position,
-curriculum) is written atomically. With `rollout.async_level=1` the next batch is generated while
-the trainer trains on this one (one step off-policy; the sampler's log-probs feed the importance
-correction; its checkpoints keep that batch, so a resumed run trains on exactly what the
-uninterrupted one would). Ctrl-C saves a checkpoint and exits; `resume=true` continues the run.
+Hydra composes `RunConfig` from `rlve/configs/` (shipped inside the package) and the command
+line; `rlve.loop.train` runs it. `load_run_config` gives the same config without starting a run.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import sys
-import time
-from collections.abc import Callable
+from dataclasses import fields
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from rlve.checkpoint import latest_checkpoint
-from rlve.curriculum import DifficultyController
-from rlve.curriculum.mixture import ProblemSampler
-from rlve.envs import expand_env_names, load_environment
-from rlve.envs.base import Environment
-from rlve.logging import MetricsLogger
-from rlve.rollout.collector import BatchCollector, StepBatch
-from rlve.rollout.episode import EpisodeSettings
-from rlve.rollout.runner import env_sampling
-from rlve.rollout.scripted import ScriptedEngine, load_policy
-from rlve.rollout.summary import summarize
-from rlve.run_config import CONFIG_DIR, RunConfig, check_override_keys, register_configs
-from rlve.trainer import Trainer
+from rlve.config import RunConfig
+from rlve.loop import train
 
-log = logging.getLogger("rlve.train")
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+"""the Hydra configs; shipped inside the package (`configs/` at the repository root links here)"""
 
-BATCH_TIMEOUT_S = 3600.0
-"""longest wait for one step's rollouts before the run stops with an error (never hang)"""
+CONFIG_GROUPS = ("model", "algorithm", "env", "experiment")
 
 
-# ----------------------------------------------------------------------------------------------
-# Building the pieces
-# ----------------------------------------------------------------------------------------------
+def register_configs() -> None:
+    """Make `RunConfig` the schema Hydra validates `configs/config.yaml` against."""
+    ConfigStore.instance().store(name="rlve_schema", node=RunConfig)
 
 
-def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[str, float]]:
-    """The environments of the mixture and their sampling weights."""
-    envs: dict[str, Environment] = {}
-    weights: dict[str, float] = {}
-    for i, pattern in enumerate(config.env.names):
-        names = expand_env_names([pattern])
-        for name in names:
-            args = {**config.env.default_args, **config.env.args.get(name, {})}
-            envs[name] = load_environment(name, **args)
-            if config.env.weights is not None:
-                weights[name] = config.env.weights[i] / len(names)
-    return envs, weights
+def check_override_keys(overrides: list[str]) -> None:
+    """Refuse a command-line override whose key is not a config field, naming the closest
+    field and the valid ones (Hydra alone names only the bad key)."""
+    defaults = RunConfig()
+    for item in overrides:
+        key, has_value, _ = item.partition("=")
+        key = key.lstrip("+~")
+        if not has_value or key in CONFIG_GROUPS or key.startswith("hydra"):
+            continue
+        node: Any = defaults
+        for depth, part in enumerate(key.split(".")):
+            if isinstance(node, dict):  # env.args.<name>..., env.default_args...: free-form
+                break
+            names = [f.name for f in fields(node)]
+            if part not in names:
+                where = ".".join(key.split(".")[:depth]) or "the top level"
+                close = get_close_matches(part, names, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(
+                    f"unknown config field {key!r}: {hint}the fields of {where} are {names}"
+                )
+            node = getattr(node, part)
 
 
-def build_engine(config: RunConfig, trainer: Trainer):
-    """The inference engine: vLLM serving the trainer's model, or a scripted policy (tests)."""
-    if config.rollout.engine == "scripted":
-        policy = load_policy(config.rollout.scripted_policy, "rollout.scripted_policy")
-        return ScriptedEngine(policy, trainer.tokenizer)
-    from rlve.models import resolve_model_path
-    from rlve.rollout.vllm_engine import VLLMEngine
-
-    return VLLMEngine(resolve_model_path(config.trainer.model), trainer.tokenizer, config.inference)
-
-
-def build_sampler(config: RunConfig, envs: dict[str, Environment], weights) -> ProblemSampler:
-    curriculum = config.env.curriculum
-    controller = None
-    if curriculum.enabled:
-        controller = DifficultyController(
-            tau_acc=curriculum.tau_acc,
-            tau_num=curriculum.tau_num,
-            d_delta=curriculum.d_delta,
-            lower_floor=curriculum.lower_floor,
-            variance_weighting=curriculum.variance_weighting,
-        )
-    sampling = {
-        name: env_sampling(
-            env,
-            temperature=config.trainer.temperature,
-            top_p=config.rollout.top_p,
-            max_tokens=config.rollout.max_tokens,
-        )
-        for name, env in envs.items()
-    }
-    return ProblemSampler(envs, weights or None, controller, sampling, seed=config.env.seed)
-
-
-# ----------------------------------------------------------------------------------------------
-# One step's metrics
-# ----------------------------------------------------------------------------------------------
-
-
-def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> dict[str, float]:
-    """Rollout-side metrics of a step: rewards of every group played, batch and curriculum."""
-    metrics = summarize(batch.played)
-    for name in {g.env_name for g in batch.played}:
-        env = sampler.envs[name]
-        rollouts = [t for g in batch.played if g.env_name == name for t in g.trajectories]
-        metrics[f"env/{name}/reward"] = sum(t.reward for t in rollouts) / len(rollouts)
-        metrics[f"env/{name}/accuracy"] = sum(env.accuracy(t) for t in rollouts) / len(rollouts)
-    metrics["batch/effective_prompt_ratio"] = batch.effective_prompt_ratio
-    metrics["batch/groups_dropped"] = float(len(batch.played) - len(batch.groups))
-    metrics["batch/groups"] = float(len(batch.groups))
-    metrics["batch/rounds"] = float(batch.rounds)
-    metrics["perf/rollout_s"] = waited_s
-    metrics["perf/generate_s"] = batch.generate_s
-    metrics["perf/rollout_tokens_per_s"] = batch.sampled_tokens / max(batch.generate_s, 1e-9)
-    if sampler.controller is not None:
-        metrics.update(sampler.controller.metrics())
-    return metrics
-
-
-# ----------------------------------------------------------------------------------------------
-# The loop
-# ----------------------------------------------------------------------------------------------
-
-
-StepCallback = Callable[[int, Trainer, Any, dict[str, float]], None]
-"""on_step(step, trainer, engine, metrics): called after each step's weight push"""
-
-
-def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
-    """Run (or resume) a training run; returns its directory."""
+def load_run_config(overrides: list[str] = ()) -> RunConfig:
+    """The RunConfig `python -m rlve.train <overrides>` would run with (validated)."""
+    check_override_keys(list(overrides))
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    config = OmegaConf.to_object(cfg)
     config.validate()
-    run_dir = Path(config.output_dir)
-    checkpoints = run_dir / "checkpoints"
-    latest = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
-    if latest and not config.resume:
-        raise FileExistsError(
-            f"{run_dir} already holds checkpoints: pass resume=true to continue that run, or "
-            "choose another output_dir (or run_name)"
-        )
-    if config.resume and not latest:
-        raise FileNotFoundError(f"resume=true but {checkpoints} holds no checkpoint")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    resolved = OmegaConf.to_container(OmegaConf.structured(config), resolve=True)
-    OmegaConf.save(OmegaConf.create(resolved), run_dir / "config.yaml")
-
-    envs, weights = build_environments(config)
-    sampler = build_sampler(config, envs, weights)
-    trainer = Trainer(config.trainer)
-    next_batch: StepBatch | None = None
-    if latest:
-        extra = trainer.resume(latest)
-        next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
-        sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
-        log.info("resumed %s at step %d", latest, trainer.step)
-    engine = build_engine(config, trainer)
-    logger = MetricsLogger(
-        run_dir,
-        config.logging,
-        resolved,
-        config.run_name,
-        config.trainer.max_steps,
-        resume=bool(latest),
-    )
-    collector = BatchCollector(
-        engine,
-        sampler,
-        config.rollout,
-        EpisodeSettings(
-            max_seq_len=getattr(engine, "max_seq_len", None),
-            time_limit_s=config.rollout.episode_time_limit_s,
-        ),
-    )
-    try:
-        if latest and hasattr(engine, "push_weights"):
-            engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
-        _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next_batch)
-        trainer.export(str(run_dir / "model"))
-    except Exception:
-        last = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
-        log.error(
-            "the run stopped in step %d; last checkpoint: %s",
-            trainer.step + 1,
-            f"{last} (resume=true continues from it)" if last else "none",
-        )
-        raise
-    finally:
-        collector.close()
-        logger.close()
-        if hasattr(engine, "shutdown"):
-            engine.shutdown()
-    return run_dir
-
-
-def _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next_batch) -> None:
-    """`next_batch`: the batch a resumed async run had already generated (exact resume)."""
-    async_level = config.rollout.async_level
-    pending = _finished(next_batch) if next_batch else collector.submit()
-    batch: StepBatch | None = None
-    saved_step = trainer.step
-    try:
-        while trainer.step < config.trainer.max_steps:
-            step_started = time.perf_counter()
-            batch = pending.result(timeout=BATCH_TIMEOUT_S)
-            waited_s = time.perf_counter() - step_started
-            if async_level == 1:
-                pending = collector.submit()  # generates step n+1 while step n trains
-            metrics = step_metrics(batch, collector.sampler, waited_s)
-            metrics.update(trainer.train_step(batch.groups))
-            if async_level == 1:
-                pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version
-            sync_s = 0.0
-            if hasattr(engine, "push_weights"):
-                sync_s = engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
-            if async_level == 0 and trainer.step < config.trainer.max_steps:
-                pending = collector.submit()
-            metrics["perf/sync_s"] = sync_s
-            metrics["perf/step_s"] = time.perf_counter() - step_started
-            logger.log(trainer.step, metrics)
-            if on_step is not None:
-                on_step(trainer.step, trainer, engine, metrics)
-            logger.save_samples(trainer.step, batch.played)
-            if trainer.step % config.save_every == 0 or trainer.step == config.trainer.max_steps:
-                extra = {"sampler": batch.sampler_state}
-                if async_level == 1:  # already generated: a resumed run trains on it as is
-                    extra["next_batch"] = pending.result()
-                trainer.save(str(checkpoints), extra=extra)
-                saved_step = trainer.step
-    except KeyboardInterrupt:
-        if batch is not None and trainer.step > saved_step:
-            path = trainer.save(str(checkpoints), extra={"sampler": batch.sampler_state})
-            print(f"\ninterrupted: checkpoint saved to {path}", file=sys.stderr)
-        raise
-
-
-def _finished(batch: StepBatch) -> concurrent.futures.Future[StepBatch]:
-    future: concurrent.futures.Future[StepBatch] = concurrent.futures.Future()
-    future.set_result(batch)
-    return future
+    return config
 
 
 register_configs()

@@ -6,7 +6,6 @@ bundles the rollouts of one example into a `RolloutGroup`, and the trainer consu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -84,14 +83,6 @@ class RolloutGroup:
     @property
     def rewards(self) -> list[float]:
         return [t.reward for t in self.trajectories]
-
-    @property
-    def reward_std(self) -> float:
-        rewards = self.rewards
-        if len(rewards) < 2:
-            return 0.0
-        mean = sum(rewards) / len(rewards)
-        return math.sqrt(sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1))
 
     @property
     def has_signal(self) -> bool:

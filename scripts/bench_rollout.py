@@ -18,9 +18,10 @@ from pathlib import Path
 import torch
 
 import rlve
+from rlve.config import InferenceConfig
+from rlve.inference.vllm_engine import VLLMEngine
 from rlve.models import load_causal_lm, load_tokenizer, resolve_model_path
 from rlve.rollout import ChatTokens, SamplingConfig
-from rlve.rollout.vllm_engine import VLLMEngine, VLLMSettings
 
 
 def episodes(engine, games: int, max_tokens: int) -> dict[str, float]:
@@ -82,8 +83,8 @@ def transformers_generate(model_name: str, prompts, max_tokens: int) -> dict[str
 
 
 def step_split(model_name: str, async_level: int, steps: int) -> dict[str, float]:
-    from rlve.run_config import load_run_config
-    from rlve.train import train
+    from rlve.loop import train
+    from rlve.train import load_run_config
 
     with tempfile.TemporaryDirectory() as tmp:
         config = load_run_config([
@@ -109,7 +110,7 @@ def main() -> None:
     path = resolve_model_path(args.model)
     tokenizer = load_tokenizer(args.model)
     prompts = first_turn_prompts(tokenizer, 4 * args.games)
-    with VLLMEngine(path, tokenizer, VLLMSettings(max_model_len=2048)) as engine:
+    with VLLMEngine(path, tokenizer, InferenceConfig(max_model_len=2048)) as engine:
         episodes(engine, 8, args.max_tokens)  # warm-up: compilation, caches
         env_run = episodes(engine, args.games, args.max_tokens)
         plain = plain_vllm(engine, prompts, args.max_tokens)

@@ -96,7 +96,7 @@ def peak_memory_mib(device: str) -> dict[str, float]:
 
 def run_case(args: argparse.Namespace) -> dict:
     from rlve.config import LoraConfig, TrainerConfig
-    from rlve.trainer import Trainer
+    from rlve.training.trainer import Trainer
 
     model = "tiny" if args.case.startswith("tiny") else args.model_dir
     for name, value in BATCH_DEFAULTS[args.case.split("-")[0]].items():

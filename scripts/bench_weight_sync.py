@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from rlve.config import TrainerConfig
-from rlve.rollout.vllm_engine import VLLMEngine, VLLMSettings
-from rlve.trainer import Trainer
+from rlve.config import InferenceConfig, TrainerConfig
+from rlve.inference.vllm_engine import VLLMEngine
+from rlve.training.trainer import Trainer
 
 MODELS = ("tiny", "qwen3-0.6b")
 
@@ -42,7 +42,7 @@ def trainer_logprobs(trainer: Trainer, ids: list[int]) -> list[float]:
 
 
 def bench(trainer: Trainer, model_dir: str, transport: str, pushes: int, dtype: str) -> dict:
-    settings = VLLMSettings(
+    settings = InferenceConfig(
         dtype=dtype, max_model_len=256, max_num_seqs=8, weight_transport=transport
     )
     probe = list(range(3, 40))

@@ -1,6 +1,6 @@
 """SFT warm-up on teacher data: `python scripts/sft_warmup.py --help`."""
 
-from rlve.sft import warmup_main
+from rlve.cli.sft import warmup_main
 
 if __name__ == "__main__":
     warmup_main()

@@ -1,21 +1,29 @@
-"""The RL trainer's math: group advantages, policy losses, KL, dynamic sampling, overlong shaping.
+"""The RL trainer's math: group advantages, policy losses, KL, dynamic sampling, overlong shaping,
+learning-rate schedules, and packing rollouts into micro-batches.
 
-Pure functions on tensors and rollout groups; no model, device or config in here.
+Pure functions on tensors and rollout groups, testable on a CPU: no model, device or config in
+here. May import `rlve.types` and nothing else of rlve.
 """
 
 from rlve.algorithms.advantages import group_advantages
 from rlve.algorithms.dynamic_sampling import FilterResult, filter_groups
 from rlve.algorithms.kl import kl_penalty
+from rlve.algorithms.loss_inputs import TIS_MODES, check_hyperparameters
 from rlve.algorithms.losses import LOSSES, LossStats, policy_loss, token_mean
 from rlve.algorithms.overlong import overlong_penalty
+from rlve.algorithms.schedule import SCHEDULES, lr_multiplier
 
 __all__ = [
     "LOSSES",
+    "SCHEDULES",
+    "TIS_MODES",
     "FilterResult",
     "LossStats",
+    "check_hyperparameters",
     "filter_groups",
     "group_advantages",
     "kl_penalty",
+    "lr_multiplier",
     "overlong_penalty",
     "policy_loss",
     "token_mean",

@@ -21,10 +21,6 @@ class FilterResult:
     """groups whose rewards are all equal (or that hold a single rollout), in input order"""
 
     @property
-    def num_dropped(self) -> int:
-        return len(self.dropped)
-
-    @property
     def effective_prompt_ratio(self) -> float:
         """Share of groups kept (`batch/effective_prompt_ratio`); 0.0 when there were none."""
         total = len(self.kept) + len(self.dropped)

@@ -20,6 +20,7 @@ def check_hyperparameters(
     tis_mode: str,
     num_tokens: int | None,
 ) -> None:
+    """The loss hyperparameters' ranges, for `policy_loss` and for `TrainerConfig.validate`."""
     if not 0.0 <= eps_low < 1.0:
         raise ValueError(f"eps_low must be in [0, 1), got {eps_low}")
     if eps_high < 0.0:
@@ -29,7 +30,7 @@ def check_hyperparameters(
     if tis_mode not in TIS_MODES:
         raise ValueError(f"tis_mode must be one of {list(TIS_MODES)}, got {tis_mode!r}")
     if tis_cap is not None and tis_cap <= 1.0:
-        raise ValueError(f"tis_cap must be > 1 (tis_mode={tis_mode!r}), got {tis_cap}")
+        raise ValueError(f"tis_cap must be None or > 1 (tis_mode={tis_mode!r}), got {tis_cap}")
     if num_tokens is not None and num_tokens <= 0:
         raise ValueError(f"num_tokens must be > 0 when given, got {num_tokens}")
 

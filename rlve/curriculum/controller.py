@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rlve.config import is_int, require
+
 STATE_VERSION = 1
 
 
@@ -68,18 +70,22 @@ class DifficultyController:
         variance_window: int = 64,
         variance_floor: float = 0.01,
     ) -> None:
-        _require(0.0 < tau_acc <= 1.0, "tau_acc", "in (0, 1]", tau_acc)
-        _require(_is_int(tau_num) and tau_num >= 1, "tau_num", "an integer >= 1", tau_num)
-        _require(_is_int(d_delta) and d_delta >= 1, "d_delta", "an integer >= 1", d_delta)
-        if lower_floor is not None:
-            _require(0.0 < lower_floor < 1.0, "lower_floor", "None or in (0, 1)", lower_floor)
-        _require(
-            _is_int(variance_window) and variance_window >= 1,
-            "variance_window",
-            "an integer >= 1",
-            variance_window,
+        require(0.0 < tau_acc <= 1.0, f"tau_acc must be in (0, 1], got {tau_acc!r}")
+        require(
+            is_int(tau_num) and tau_num >= 1, f"tau_num must be an integer >= 1, got {tau_num!r}"
         )
-        _require(variance_floor > 0.0, "variance_floor", "> 0", variance_floor)
+        require(
+            is_int(d_delta) and d_delta >= 1, f"d_delta must be an integer >= 1, got {d_delta!r}"
+        )
+        require(
+            lower_floor is None or 0.0 < lower_floor < 1.0,
+            f"lower_floor must be None or in (0, 1), got {lower_floor!r}",
+        )
+        require(
+            is_int(variance_window) and variance_window >= 1,
+            f"variance_window must be an integer >= 1, got {variance_window!r}",
+        )
+        require(variance_floor > 0.0, f"variance_floor must be > 0, got {variance_floor!r}")
         self.tau_acc = float(tau_acc)
         self.tau_num = tau_num
         self.d_delta = d_delta
@@ -262,15 +268,6 @@ class DifficultyController:
             out[f"curriculum/{name}/high"] = float(record.high)
             out[f"curriculum/{name}/accuracy"] = float(accuracy)
         return out
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _require(ok: bool, name: str, allowed: str, value: object) -> None:
-    if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
 
 
 def _as_accuracy(value: bool | float) -> float:

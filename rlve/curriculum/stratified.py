@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import random
 
+from rlve.config import is_int
+
 
 def stratified_probabilities(
     num_examples: int, low: float, high: float, num_groups: int, rng: random.Random
@@ -20,9 +22,9 @@ def stratified_probabilities(
     with step = (high - low) / num_groups. Rounding can never push a value above `high`.
     Use num_groups = batch_size // rollouts_per_example so each batch spans the range.
     """
-    if not _is_int(num_examples) or num_examples < 0:
+    if not is_int(num_examples) or num_examples < 0:
         raise ValueError(f"num_examples must be an integer >= 0, got {num_examples!r}")
-    if not _is_int(num_groups) or num_groups < 1:
+    if not is_int(num_groups) or num_groups < 1:
         raise ValueError(f"num_groups must be an integer >= 1, got {num_groups!r}")
     if not (math.isfinite(low) and 0.0 <= low <= 1.0):
         raise ValueError(f"low must be in [0, 1], got {low!r}")
@@ -35,7 +37,3 @@ def stratified_probabilities(
         min(high, low + (i % num_groups) * step + rng.uniform(0.0, step))
         for i in range(num_examples)
     ]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,4 +1,10 @@
-"""Environments: the API (single-turn, multi-turn, tools), parsers, rubrics and the registry."""
+"""Environments: the API (single-turn, multi-turn, tools), parsers, rubrics, the registry, and
+the environments themselves (tic-tac-toe, reverse-text, double-check, calculator, and the
+verifiable families under `gym/`).
+
+May import `rlve.curriculum` (stratified draws), `rlve.config` (argument checks) and
+`rlve.types`; nothing here imports torch, so verifier workers start fast.
+"""
 
 from rlve.envs.base import Environment, MultiTurnEnv, SingleTurnEnv, State, build_dataset, stop
 from rlve.envs.parsers import Parser, ThinkParser, XMLParser, extract_boxed

@@ -202,3 +202,31 @@ def random_problem(
     answer = evaluate_expression(expression)
     assert isinstance(answer, int), expression  # + - * over integers stays integral
     return ArithmeticProblem(expression, answer)
+
+
+QUESTION = "What is {expression}?"
+
+
+def question_rows(
+    num_examples: int,
+    seed: int,
+    min_operands: int,
+    max_operands: int,
+    min_operand: int,
+    max_operand: int,
+) -> list[dict]:
+    """Seeded dataset rows (question, answer, info) of random problems with `min_operands` to
+    `max_operands` operands in [min_operand, max_operand]; the same seed gives the same rows."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(num_examples):
+        num_operands = rng.randint(min_operands, max_operands)
+        problem = random_problem(rng, num_operands, min_operand, max_operand)
+        rows.append(
+            {
+                "question": QUESTION.format(expression=problem.expression),
+                "answer": str(problem.answer),
+                "info": {"expression": problem.expression, "num_operands": num_operands},
+            }
+        )
+    return rows

@@ -14,6 +14,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from rlve.config import is_int, require
 from rlve.envs.parsers import Parser
 from rlve.envs.rubric import Rubric
 from rlve.types import Example, Message, Trajectory
@@ -39,8 +40,9 @@ def stop(func: Callable | None = None, *, priority: int = 0):
 
 def require_int(name: str, value: object, minimum: int) -> None:
     """Reject an environment argument that is not an integer >= `minimum`, naming it."""
-    if not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    require(
+        is_int(value) and value >= minimum, f"{name} must be an integer >= {minimum}, got {value!r}"
+    )
 
 
 def build_dataset(rows: Iterable[Mapping[str, Any]], system_prompt: str | None = None) -> Dataset:

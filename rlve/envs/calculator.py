@@ -10,14 +10,12 @@ evaluator of `rlve.envs.arithmetic`, never `eval()`.
 
 from __future__ import annotations
 
-import random
-
 from rlve.envs.arithmetic import (
     MAX_EXPRESSION_CHARS,
     evaluate_expression,
     format_number,
     parse_integer,
-    random_problem,
+    question_rows,
 )
 from rlve.envs.base import State, require_int
 from rlve.envs.parsers import XMLParser, assistant_texts
@@ -31,7 +29,6 @@ The expression may use numbers, + - * / // % **, and parentheses (at most \
 {MAX_EXPRESSION_CHARS} characters). The result comes back in a tool message.
 When you know the answer, reply without a tool call and give the integer as <answer>N</answer>."""
 
-QUESTION = "What is {expression}?"
 MIN_OPERAND = 10
 """operands have at least two digits: one-digit sums are mental math"""
 
@@ -60,24 +57,6 @@ def exact_answer(completion: list[Message], answer: str, parser: XMLParser) -> f
 def used_calculator(state: State) -> float:
     """1 if the model made any tool call (even a malformed one), else 0."""
     return float(state.get("tool_calls", 0) > 0)
-
-
-def question_rows(
-    num_examples: int, seed: int, min_operands: int, max_operands: int, max_operand: int
-) -> list[dict]:
-    rng = random.Random(seed)
-    rows = []
-    for _ in range(num_examples):
-        num_operands = rng.randint(min_operands, max_operands)
-        problem = random_problem(rng, num_operands, MIN_OPERAND, max_operand)
-        rows.append(
-            {
-                "question": QUESTION.format(expression=problem.expression),
-                "answer": str(problem.answer),
-                "info": {"expression": problem.expression, "num_operands": num_operands},
-            }
-        )
-    return rows
 
 
 def load_environment(
@@ -114,7 +93,7 @@ def load_environment(
     rubric = Rubric(parser=parser)
     rubric.add(exact_answer, 1.0).add(used_calculator, 0.0)
     return ToolEnv(
-        question_rows(num_examples, seed, min_operands, max_operands, max_operand),
+        question_rows(num_examples, seed, min_operands, max_operands, MIN_OPERAND, max_operand),
         tools=[calculate],
         system_prompt=SYSTEM_PROMPT,
         parser=parser,

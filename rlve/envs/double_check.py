@@ -8,9 +8,7 @@ first answer was right and whether the model changed its answer when asked.
 
 from __future__ import annotations
 
-import random
-
-from rlve.envs.arithmetic import parse_integer, random_problem
+from rlve.envs.arithmetic import parse_integer, question_rows
 from rlve.envs.base import MultiTurnEnv, State, require_int
 from rlve.envs.parsers import ThinkParser, assistant_texts, extract_boxed
 from rlve.envs.rubric import Rubric
@@ -23,7 +21,6 @@ Example:
 \\boxed{41}"""
 
 ARE_YOU_SURE = "Are you sure?"
-QUESTION = "What is {expression}?"
 MAX_TURNS = 2
 """model turns: the first answer, then the answer given when asked to double-check"""
 
@@ -70,22 +67,6 @@ class DoubleCheckEnv(MultiTurnEnv):
         return [{"role": "user", "content": ARE_YOU_SURE}]
 
 
-def question_rows(num_examples: int, seed: int, max_operand: int) -> list[dict]:
-    """Two or three operands in [2, max_operand]: hard enough to slip, easy enough to check."""
-    rng = random.Random(seed)
-    rows = []
-    for _ in range(num_examples):
-        problem = random_problem(rng, rng.randint(2, 3), 2, max_operand)
-        rows.append(
-            {
-                "question": QUESTION.format(expression=problem.expression),
-                "answer": str(problem.answer),
-                "info": {"expression": problem.expression},
-            }
-        )
-    return rows
-
-
 def load_environment(
     num_examples: int = 1000, seed: int = 0, max_operand: int = 99, max_tokens: int = 512
 ) -> DoubleCheckEnv:
@@ -105,7 +86,7 @@ def load_environment(
     rubric.add(final_answer_correct, 1.0)
     rubric.add(first_answer_correct, 0.0).add(changed_answer, 0.0)
     return DoubleCheckEnv(
-        question_rows(num_examples, seed, max_operand),
+        question_rows(num_examples, seed, 2, 3, 2, max_operand),  # 2-3 operands: easy to slip
         system_prompt=SYSTEM_PROMPT,
         parser=parser,
         rubric=rubric,

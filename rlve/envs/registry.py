@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 from rlve.envs.base import Environment
+from rlve.envs.gym.sources import gym_families
 
 ENTRY_POINT_GROUP = "rlve.environments"
 
@@ -128,4 +129,5 @@ def _is_glob(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
 
-import rlve.envs.gym.sources  # noqa: E402, F401  (registers rlve-gym/, reasoning-gym/, rlve/)
+for _prefix, _names, _load in gym_families():  # rlve-gym/, reasoning-gym/, rlve/
+    register_source(EnvironmentSource(_prefix, _names, _load))

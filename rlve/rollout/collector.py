@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlve.algorithms import overlong_penalty
-from rlve.curriculum.mixture import ProblemSampler
-from rlve.rollout.engine import Engine
+from rlve.algorithms import filter_groups, overlong_penalty
+from rlve.config import RolloutConfig
+from rlve.inference.engine import Engine
 from rlve.rollout.episode import EpisodeSettings
+from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling, play_groups
-from rlve.run_config import RolloutConfig
 from rlve.types import RolloutGroup
 
 
@@ -40,7 +40,7 @@ class StepBatch:
 
     @property
     def effective_prompt_ratio(self) -> float:
-        return sum(g.has_signal for g in self.played) / len(self.played) if self.played else 0.0
+        return filter_groups(self.played).effective_prompt_ratio
 
     @property
     def sampled_tokens(self) -> int:
@@ -82,7 +82,7 @@ class BatchCollector:
             self.sampler.observe(groups)
             self._shape_overlong(groups)
             played += groups
-            kept += [g for g in groups if g.has_signal or not self.config.dynamic_sampling]
+            kept += filter_groups(groups).kept if self.config.dynamic_sampling else groups
         return StepBatch(
             groups=kept[:need],
             played=played,

@@ -15,8 +15,8 @@ import logging
 from dataclasses import dataclass, field
 
 from rlve.envs.base import Environment, State
+from rlve.inference.engine import Engine, GenerationRequest, SamplingConfig
 from rlve.rollout.chat_tokens import ChatTokens
-from rlve.rollout.engine import Engine, GenerationRequest, SamplingConfig
 from rlve.types import Example, Message, Trajectory
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tqdm.auto import tqdm
 
 from rlve.envs.base import Environment
-from rlve.rollout.engine import Engine, SamplingConfig
+from rlve.inference.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings, play_episode
 from rlve.types import Example, RolloutGroup
 

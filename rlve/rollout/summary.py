@@ -1,4 +1,4 @@
-"""Summary metrics of rollout groups, with the names of DESIGN.md (`reward/mean`, `game/win`...).
+"""Summary metrics of rollout groups, in rlve's one namespace (`reward/mean`, `game/win`...).
 
 Per-rollout metrics are averaged over all rollouts; error counts are summed; stop reasons become
 shares (`stop/<reason>`). The training loop adds the per-environment `env/<name>/...` metrics.
@@ -57,3 +57,21 @@ def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
         summary["completion/len_mean"] = _mean(lengths)
         summary["completion/len_max"] = float(max(lengths))
     return summary
+
+
+def weight_staleness(groups: Sequence[RolloutGroup], version: int) -> dict[str, float]:
+    """How many optimizer steps behind `version` the weights that sampled each rollout were
+    (0 on-policy, 1 with `async_level` 1): `sampling/staleness_mean|max`.
+
+    ValueError when a rollout claims weights newer than `version`: the trainer and the engine
+    disagree about the step (e.g. an engine left over from another run).
+    """
+    lags = [version - t.weight_version for g in groups for t in g.trajectories]
+    if not lags:
+        return {}
+    if min(lags) < 0:
+        raise ValueError(
+            f"a rollout was sampled by weights version {version - min(lags)}, but the trainer "
+            f"is at version {version}: the engine's weights do not come from this trainer"
+        )
+    return {"sampling/staleness_mean": sum(lags) / len(lags), "sampling/staleness_max": max(lags)}

@@ -7,7 +7,7 @@ def warm_model(tmp_path_factory) -> str:
     often enough that tic-tac-toe rewards vary within a group (a learning signal for RL tests)."""
     from rlve.config import TrainerConfig
     from rlve.models import load_tokenizer
-    from rlve.sft import SftSequence, sft_warmup, tictactoe_teacher_data
+    from rlve.training.sft import SftSequence, sft_warmup, tictactoe_teacher_data
 
     games, _ = tictactoe_teacher_data(load_tokenizer("tiny"), 128, noise=0.1)
     sequences = [SftSequence.of(t) for t in games]

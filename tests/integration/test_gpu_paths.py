@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from rlve.config import TrainerConfig
-from rlve.rollout.weight_broadcast import (
+from rlve.sync.broadcast import (
     TensorSpec,
     WeightBroadcaster,
     join_weight_group,
     receive_weights,
 )
-from rlve.trainer import Trainer
+from rlve.training.trainer import Trainer
 from rlve.types import RolloutGroup, Trajectory
 
 

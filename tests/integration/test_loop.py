@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from rlve.run_config import load_run_config
-from rlve.train import train
+from rlve.loop import train
+from rlve.train import load_run_config
 
 FAST = [
     "+experiment=tictactoe_cispo",

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from rlve.run_config import load_run_config
-from rlve.train import train
+from rlve.loop import train
+from rlve.train import load_run_config
 
 pytestmark = pytest.mark.vllm
 
@@ -101,8 +101,8 @@ def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model, async_level)
 def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intact(tmp_path):
     import psutil
 
-    from rlve.checkpoint import load_checkpoint
-    from rlve.rollout.vllm_engine import EngineDiedError
+    from rlve.inference.vllm_engine import EngineDiedError
+    from rlve.training.checkpoint import load_checkpoint
 
     def kill_engine_after_step_1(step, trainer, engine, metrics):
         if step == 1:

@@ -10,10 +10,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import rlve.checkpoint as checkpoint
+import rlve.training.checkpoint as checkpoint
 from rlve.config import LoraConfig, TrainerConfig
 from rlve.models import load_causal_lm
-from rlve.trainer import Trainer, TrainingDiverged
+from rlve.training.trainer import Trainer, TrainingDiverged
 from rlve.types import RolloutGroup, Trajectory
 
 PROMPT = [82, 272, 91, 223, 90]

@@ -2,18 +2,19 @@
 
 import pytest
 
+from rlve.config import InferenceConfig
+from rlve.inference.vllm_engine import EngineStartError, VLLMEngine, _start_hint
 from rlve.models import load_tokenizer
-from rlve.rollout.vllm_engine import EngineStartError, VLLMEngine, VLLMSettings, _start_hint
 
 
 @pytest.mark.vllm
 def test_a_missing_model_directory_is_named_with_the_default_to_use():
     with pytest.raises(EngineStartError, match="'/no/such/model' does not exist .'tiny' is the"):
-        VLLMEngine("/no/such/model", load_tokenizer("tiny"), VLLMSettings())
+        VLLMEngine("/no/such/model", load_tokenizer("tiny"), InferenceConfig())
 
 
 def test_a_memory_failure_names_the_settings_to_change():
-    settings = VLLMSettings(cpu_kv_cache_gib=2, gpu_memory_utilization=0.3)
+    settings = InferenceConfig(cpu_kv_cache_gib=2, gpu_memory_utilization=0.3)
     error = ValueError("No available memory for the cache blocks. Try increasing ...")
     hint = _start_hint("/tmp", settings, error)
     assert "lower max_model_len or max_num_seqs" in hint
@@ -24,5 +25,5 @@ def test_a_memory_failure_names_the_settings_to_change():
 
 
 def test_a_bare_name_that_is_no_directory_is_not_a_hub_id_either():
-    hint = _start_hint("tinyy", VLLMSettings(), OSError("not found"))
+    hint = _start_hint("tinyy", InferenceConfig(), OSError("not found"))
     assert "model 'tinyy' is neither a local directory nor a hub id" in hint

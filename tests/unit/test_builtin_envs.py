@@ -21,7 +21,7 @@ from rlve.envs.arithmetic import (
     random_problem,
 )
 from rlve.envs.double_check import ARE_YOU_SURE
-from rlve.rollout.scripted import ScriptedEngine
+from rlve.inference.scripted import ScriptedEngine
 from rlve.types import Trajectory
 
 

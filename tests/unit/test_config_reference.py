@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from rlve.config_reference import config_rows, field_docs, render
-from rlve.run_config import RunConfig
+from rlve.cli.config_reference import config_rows, field_docs, render
+from rlve.config import RunConfig
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 
 
 def test_the_committed_page_is_what_the_code_generates():
     assert PAGE.read_text() == render(), (
-        "regenerate: python -m rlve.config_reference > docs/config.md"
+        "regenerate: python -m rlve.cli.config_reference > docs/config.md"
     )
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rlve.run_config import CONFIG_DIR, check_override_keys, load_run_config
+from rlve.train import CONFIG_DIR, check_override_keys, load_run_config
 
 GROUPS = {
     group: sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))

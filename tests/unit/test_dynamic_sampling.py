@@ -17,12 +17,12 @@ def test_only_groups_with_different_rewards_are_kept():
     result = filter_groups(groups)
     assert [g.example_id for g in result.kept] == [1]
     assert [g.example_id for g in result.dropped] == [0, 2]
-    assert result.num_dropped == 2
+    assert len(result.dropped) == 2
     assert result.effective_prompt_ratio == pytest.approx(1 / 3)
 
 
 def test_single_rollout_group_is_dropped_and_all_kept_gives_ratio_one():
-    assert filter_groups([group(0, [1.0])]).num_dropped == 1
+    assert len(filter_groups([group(0, [1.0])]).dropped) == 1
     result = filter_groups([group(0, [0, 1]), group(1, [0.2, 0.1])])
     assert (len(result.kept), result.effective_prompt_ratio) == (2, 1.0)
 

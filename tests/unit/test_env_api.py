@@ -4,8 +4,8 @@ import pytest
 
 import rlve
 from rlve.envs import MultiTurnEnv, Rubric, SingleTurnEnv, stop
+from rlve.inference.engine import Generation
 from rlve.rollout import EpisodeSettings, GroupJob, ScriptedEngine, play_groups
-from rlve.rollout.engine import Generation
 
 ROWS = [{"question": f"q{i}", "answer": str(i)} for i in range(4)]
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rlve.eval import build_parser, engine_kind, main, metrics_table
+from rlve.cli.eval import build_parser, engine_kind, main, metrics_table
 
 OPTIMAL_OPPONENT = '{"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}'
 MINIMAX = "rlve.envs.tictactoe:minimax_policy"

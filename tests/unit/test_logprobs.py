@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlve.logprobs import sequence_logprobs, token_logprobs
+from rlve.training.logprobs import sequence_logprobs, token_logprobs
 
 
 def test_three_token_vocab_at_temperature_two_matches_a_hand_computation():

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoTokenizer
 
-import rlve.models as models
+import rlve.models.tiny as tiny_module
 from rlve.envs.tictactoe.game import board_from_string, render_board
 from rlve.models import (
     TINY_MARKER_FILE,
@@ -22,7 +22,7 @@ from rlve.models import (
     tiny_model_dirname,
     tiny_model_path,
 )
-from rlve.tiny_tokenizer import TINY_VOCAB_SIZE
+from rlve.models.tiny_tokenizer import TINY_VOCAB_SIZE
 
 EMPTY_BOARD = render_board(board_from_string(" " * 9))
 BOARD = render_board(board_from_string("XO  X   O"))
@@ -243,7 +243,7 @@ def _fake_build(calls):
 
 def test_tiny_model_path_builds_once(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(models, "build_tiny_model", _fake_build(calls))
+    monkeypatch.setattr(tiny_module, "build_tiny_model", _fake_build(calls))
     first = tiny_model_path(cache_dir=str(tmp_path))
     second = tiny_model_path(cache_dir=str(tmp_path))
     assert first == second == os.path.join(tmp_path, tiny_model_dirname(TinyModelConfig()))
@@ -265,7 +265,7 @@ def test_tiny_model_path_survives_losing_the_race(tmp_path, monkeypatch):
             weights.write(b"ours")
         return path
 
-    monkeypatch.setattr(models, "build_tiny_model", build_and_lose)
+    monkeypatch.setattr(tiny_module, "build_tiny_model", build_and_lose)
     assert tiny_model_path(cache_dir=str(tmp_path)) == final
     with open(os.path.join(final, "model.safetensors"), "rb") as weights:
         assert weights.read() == b"theirs"

@@ -13,8 +13,8 @@ import pytest
 
 import rlve
 from rlve.envs.tictactoe import minimax_policy
-from rlve.rollout.engine import GenerationRequest, SamplingConfig
-from rlve.rollout.openai_engine import EndpointError, OpenAIEngine, wire_messages
+from rlve.inference.engine import GenerationRequest, SamplingConfig
+from rlve.inference.openai_engine import EndpointError, OpenAIEngine, wire_messages
 
 
 def completion(content: str | None, finish_reason: str = "stop", tool_calls=None) -> dict:

@@ -5,14 +5,14 @@ import os
 
 import pytest
 
-from rlve.placement import (
+from rlve.sync.placement import (
     check_placement,
     cuda_index,
     engine_devices,
     engine_gpus,
     visible_devices_for_engine,
 )
-from rlve.run_config import load_run_config
+from rlve.train import load_run_config
 
 
 def test_cuda_index_of_torch_device_strings():
@@ -43,12 +43,12 @@ def test_nccl_refuses_a_cpu_trainer_and_a_shared_gpu():
 
 
 def test_a_shared_gpu_without_nccl_is_allowed_with_one_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="rlve.placement"):
+    with caplog.at_level(logging.WARNING, logger="rlve.sync.placement"):
         check_placement("cuda:0", [0], 1, "shared_memory", 0.3)
         check_placement("cuda:0", [0], 1, "shared_memory", 0.3)  # validated again at start
     assert caplog.text.count("share cuda:0; vLLM takes 30% of its memory") == 1
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rlve.placement"):
+    with caplog.at_level(logging.WARNING, logger="rlve.sync.placement"):
         check_placement("cuda:1", [0], 1, "nccl", 0.9)
         check_placement("cpu", None, 1, "gloo", 0.9)
     assert caplog.text == ""

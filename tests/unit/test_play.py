@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from rlve.cli.play import PlaySettings, main, play_game, read_human_move
 from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.game import EMPTY_BOARD, board_from_string, render_board
 from rlve.envs.tictactoe.prompts import SYSTEM_PROMPT, turn_message
-from rlve.play import PlaySettings, main, play_game, read_human_move
+from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.chat_tokens import ChatTokens
-from rlve.rollout.scripted import ScriptedEngine
 
 
 def minimax_lowest(messages):

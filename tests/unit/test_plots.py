@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from rlve.plots import (
+from rlve.cli.plot import (
     curriculum_envs,
     main,
     moving_average,

@@ -4,7 +4,13 @@ import rlve
 from rlve.config import TrainerConfig
 from rlve.envs.tictactoe import minimax_policy
 from rlve.rollout import ScriptedEngine
-from rlve.sft import load_examples, save_examples, sft_warmup, teacher_games, tictactoe_teacher_data
+from rlve.training.sft import (
+    load_examples,
+    save_examples,
+    sft_warmup,
+    teacher_games,
+    tictactoe_teacher_data,
+)
 
 
 def test_teacher_games_keep_wins_and_draws_with_perfect_format(tiny_tokenizer):

@@ -20,7 +20,7 @@ from rlve.envs.tictactoe.game import (
     board_from_string,
     format_ok,
     free_cells,
-    is_draw,
+    is_over,
     minimax_scores,
     noisy_best_move,
     opponent_move,
@@ -69,18 +69,19 @@ def test_full_board_without_line_is_a_draw():
     # X O X / X O O / O X X: no row, column or diagonal has three equal marks.
     board = B("XOXXOOOXX")
     assert winner(board) is None
-    assert is_draw(board)
+    assert is_over(board)  # over with no winner: a draw
     assert free_cells(board) == []
 
 
 def test_empty_board_has_no_winner_and_is_not_a_draw():
     assert winner(EMPTY_BOARD) is None
-    assert not is_draw(EMPTY_BOARD)
+    assert not is_over(EMPTY_BOARD)
     assert free_cells(EMPTY_BOARD) == list(range(9))
 
 
 def test_a_board_with_a_line_is_not_a_draw_even_when_full():
-    assert not is_draw(B("XXXOOXOXO"))  # top row X, board full
+    board = B("XXXOOXOXO")  # top row X, board full
+    assert is_over(board) and winner(board) == "X"
 
 
 def test_place_returns_a_new_board():
@@ -319,13 +320,13 @@ def play_game(policy, policy_rng, random_move_prob, example_seed, model_starts):
         board = place(board, parse_move(answer), "X")
         if winner(board) == "X":
             return "win"
-        if is_draw(board):
+        if is_over(board):  # no line, board full
             return "draw"
         cell = opponent_move(board, random_move_prob, opponent_rng(example_seed, board))
         board, status = place(board, cell, "O"), opponent_played_status(cell)
         if winner(board) == "O":
             return "loss"
-        if is_draw(board):
+        if is_over(board):  # no line, board full
             return "draw"
 
 

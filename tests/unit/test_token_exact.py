@@ -3,8 +3,8 @@ environment's reply tokens, never a re-rendering of the conversation."""
 
 import rlve
 from rlve.envs.tictactoe import minimax_policy
+from rlve.inference.engine import Generation
 from rlve.rollout import ChatTokens, ScriptedEngine
-from rlve.rollout.engine import Generation
 
 
 def tictactoe(**kwargs):

@@ -8,14 +8,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlve.rollout.vllm_engine import VLLMSettings
-from rlve.rollout.weight_broadcast import (
+from rlve.config import InferenceConfig
+from rlve.sync.broadcast import (
     TensorSpec,
     WeightBroadcaster,
     join_weight_group,
     receive_weights,
 )
-from rlve.rollout.weight_sync import SharedMemoryTransport
+from rlve.sync.shared_memory import SharedMemoryTransport
 
 
 def tied_weights() -> list[tuple[str, torch.Tensor]]:
@@ -147,4 +147,4 @@ def test_bad_transport_settings_name_the_value_and_the_choices():
     with pytest.raises(ValueError, match="needs the trainer and >= 1 worker, got 1"):
         WeightBroadcaster("gloo", world_size=1, timeout_s=1)
     with pytest.raises(ValueError, match=r"\['shared_memory', 'nccl', 'gloo'\], got 'ipc'"):
-        VLLMSettings(weight_transport="ipc")
+        InferenceConfig(weight_transport="ipc")

@@ -1,4 +1,4 @@
-"""Registering the verifiable environment families with the registry, and name globs.
+"""The verifiable environment families, by name, for the registry.
 
 Three families: `rlve-gym/<Identifier>` (400), `reasoning-gym/<task>` (the tasks with a
 curriculum) and our own `rlve/<name>`. `load_environment("rlve-gym/Sorting", difficulties=[0,
@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rlve.envs.gym.verifiable import VerifiableEnv
 
@@ -62,21 +63,10 @@ def _loader(name: str, **kwargs):
     return VerifiableSingleTurnEnv(verifiable_env(name), **kwargs)
 
 
-def _sources() -> list[tuple[str, Callable[[], Iterable[str]]]]:
+def gym_families() -> list[tuple[str, Callable[[], Iterable[str]], Callable[..., Any]]]:
+    """(prefix, names, load) of each family; `rlve.envs.registry` registers them as sources."""
     return [
-        ("rlve-gym/", _rlve_gym_names),
-        ("reasoning-gym/", _reasoning_gym_names),
-        ("rlve/", _builtin_names),
+        ("rlve-gym/", _rlve_gym_names, _loader),
+        ("reasoning-gym/", _reasoning_gym_names, _loader),
+        ("rlve/", _builtin_names, _loader),
     ]
-
-
-@functools.cache
-def register_gym_sources() -> None:
-    """Register the three families with `rlve.envs.registry` (once per process)."""
-    from rlve.envs.registry import EnvironmentSource, register_source
-
-    for prefix, names in _sources():
-        register_source(EnvironmentSource(prefix, names, _loader))
-
-
-register_gym_sources()  # importing this module (rlve.envs.registry does) registers the families

@@ -1,4 +1,5 @@
-"""Tic-tac-toe against a seeded minimax opponent (the recipe of REFERENCE.md section 1)."""
+"""Tic-tac-toe against a seeded minimax opponent (the LFM2 tic-tac-toe RL recipe): the game
+(`game`), its prompts, the environment (`env`) and scripted policies (minimax, noisy, random)."""
 
 from rlve.envs.tictactoe.env import TicTacToeEnv, load_environment
 from rlve.envs.tictactoe.policies import minimax_policy, noisy_minimax_policy, random_policy

@@ -1,6 +1,6 @@
 """The tic-tac-toe environment: the model plays X against a seeded, partly random minimax opponent.
 
-The recipe of REFERENCE.md section 1: who starts is decided per example; the opponent plays a
+The LFM2 tic-tac-toe RL recipe: who starts is decided per example; the opponent plays a
 random cell with probability `random_move_prob`, else a minimax move chosen at random among all
 best moves, with an rng seeded from the example seed and the board so that equal positions get
 equal replies within a rollout group; `random_move_prob` is stratified over the dataset so every

@@ -71,11 +71,6 @@ def free_cells(board: Board) -> list[int]:
     return [i for i, cell in enumerate(board) if cell == EMPTY]
 
 
-def is_draw(board: Board) -> bool:
-    """Full board and nobody has a line."""
-    return EMPTY not in board and winner(board) is None
-
-
 def is_over(board: Board) -> bool:
     """Someone won or the board is full."""
     return winner(board) is not None or EMPTY not in board
@@ -161,7 +156,7 @@ def best_moves(board: Board, player: str) -> list[int]:
     """All moves sharing the best minimax score, ascending.
 
     Returning every tied move (not the first) lets callers break ties at random: a minimax that
-    always took the first best cell was memorised by the trained model (REFERENCE section 1).
+    always took the first best cell was memorised by the trained model in the published recipe.
     """
     scores = minimax_scores(board, player)
     best = max(scores.values())

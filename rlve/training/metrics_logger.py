@@ -1,8 +1,8 @@
 """One sink for a run's metrics: metrics.jsonl always, W&B when enabled, a console progress line.
 
-Each step's metrics go out under the names of DESIGN.md. A few rollouts per step are written as
-readable text under `samples/`, because looking at what the model actually did is the fastest way
-to find a broken reward or a collapsed policy.
+Each step's metrics go out in one namespace (`reward/`, `train/`, `sampling/`, `perf/`...). A few
+rollouts per step are written as readable text under `samples/`, because looking at what the model
+actually did is the fastest way to find a broken reward or a collapsed policy.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlve.atomic import write_text_atomically
-from rlve.run_config import LoggingConfig
+from rlve.config import LoggingConfig
+from rlve.rollout.records import render_trajectory, write_text_atomically
 from rlve.types import RolloutGroup, Trajectory
 
 
@@ -100,19 +100,6 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
-
-
-def render_trajectory(t: Trajectory) -> str:
-    """A rollout as a reader would like to see it."""
-    head = (
-        f"=== {t.env_name} example {t.example_id} | reward {t.reward:.3f} | "
-        f"stop {t.stop_reason} | turns {t.num_turns} | weights v{t.weight_version}"
-    )
-    metrics = ", ".join(f"{k}={v:.3g}" for k, v in sorted(t.metrics.items()))
-    lines = [head, f"metrics: {metrics}"]
-    for message in t.prompt[-1:] + t.completion:
-        lines.append(f"--- {message['role']}\n{message.get('content') or ''}")
-    return "\n".join(lines)
 
 
 def _start_wandb(run_dir, config, resolved_config, run_name, resume):

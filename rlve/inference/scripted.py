@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from rlve.rollout.engine import Generation, GenerationRequest
+from rlve.inference.engine import Generation, GenerationRequest
 
 Policy = Callable[..., str]
 

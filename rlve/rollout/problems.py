@@ -18,7 +18,7 @@ from typing import Any
 from rlve.curriculum.controller import DifficultyController
 from rlve.envs.base import Environment
 from rlve.envs.gym.verifiable import EnvironmentDisabled
-from rlve.rollout.engine import SamplingConfig
+from rlve.inference.engine import SamplingConfig
 from rlve.rollout.runner import GroupJob
 from rlve.types import RolloutGroup
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import rlve
-from rlve.atomic import write_text_atomically
 from rlve.envs.base import Environment
-from rlve.evaluate import EvalResult, evaluate_async
-from rlve.rollout import scripted
-from rlve.rollout.engine import Engine, SamplingConfig
+from rlve.evaluation import EvalResult, evaluate_async
+from rlve.inference import scripted
+from rlve.inference.engine import Engine, SamplingConfig
+from rlve.inference.scripted import Policy, ScriptedEngine
+from rlve.rollout.records import write_text_atomically
 from rlve.rollout.runner import env_sampling
-from rlve.rollout.scripted import Policy, ScriptedEngine
 
 ENGINE_KINDS = ("vllm", "openai", "scripted")
 
@@ -118,18 +118,19 @@ def build_engine(args: argparse.Namespace) -> Engine:
     if kind == "scripted":
         return ScriptedEngine(load_policy(args.policy))
     if kind == "openai":
-        from rlve.rollout.openai_engine import OpenAIEngine
+        from rlve.inference.openai_engine import OpenAIEngine
 
         return OpenAIEngine(args.base_url, args.model, api_key=args.api_key)
+    from rlve.config import InferenceConfig
+    from rlve.inference.vllm_engine import VLLMEngine
     from rlve.models import load_tokenizer, resolve_model_path
-    from rlve.rollout.vllm_engine import VLLMEngine, VLLMSettings
 
     model = args.model or "tiny"
     try:
         tokenizer = load_tokenizer(model)
     except FileNotFoundError as exc:
         raise UsageError(f"--model: {exc}") from exc
-    settings = VLLMSettings(dtype=args.dtype, max_model_len=args.max_model_len)
+    settings = InferenceConfig(dtype=args.dtype, max_model_len=args.max_model_len)
     return VLLMEngine(resolve_model_path(model), tokenizer, settings)
 
 

@@ -31,8 +31,6 @@ class TrainSequence:
     advantage: float = 0.0
     sampler_logprobs: list[float] | None = None
     """the sampler's log-prob of every token (0.0 off the mask), or None"""
-    weight_version: int = 0
-    """weights version that sampled it; older than the trainer's means off-policy"""
 
 
 @dataclass(frozen=True)
@@ -118,7 +116,6 @@ def sequences_from_groups(
                     loss_mask=list(trajectory.loss_mask),
                     advantage=float(advantage),
                     sampler_logprobs=list(trajectory.sampler_logprobs) or None,
-                    weight_version=trajectory.weight_version,
                 )
             )
     return GroupSequences(sequences=sequences, skipped_groups=skipped)

@@ -1,18 +1,21 @@
-"""`rlve.evaluate`: play an environment's examples with an engine and summarise the results."""
+"""Batch evaluation, the library side: play an environment's examples with an engine and summarise.
+
+`rlve.evaluate` is `evaluate` here; the command line is `rlve.cli.eval` (`scripts/evaluate.py`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlve.atomic import write_text_atomically
 from rlve.envs.base import Environment
-from rlve.rollout.engine import Engine, SamplingConfig
+from rlve.inference.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings
+from rlve.rollout.records import trajectory_row, write_text_atomically
 from rlve.rollout.runner import GroupJob, play_groups
 from rlve.rollout.summary import summarize
 from rlve.types import RolloutGroup
@@ -27,14 +30,8 @@ class EvalResult:
 
     def save_rollouts(self, path: str | Path) -> None:
         """Write one JSON line per rollout (messages, reward, metrics) for inspection."""
-        lines = []
-        for group in self.groups:
-            for t in group.trajectories:
-                row = asdict(t)
-                for heavy in ("token_ids", "loss_mask", "sampler_logprobs"):
-                    row.pop(heavy)
-                lines.append(json.dumps(row) + "\n")
-        write_text_atomically(path, "".join(lines))
+        rows = (trajectory_row(t) for group in self.groups for t in group.trajectories)
+        write_text_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def evaluation_jobs(

@@ -1,8 +1,8 @@
-"""Load a model and its tokenizer by name; build the embedded default ("tiny") without downloads.
+"""The embedded default model ("tiny"), built locally without downloads.
 
-"tiny" is a small Qwen2-architecture model with seeded random weights and the tokenizer from
-`rlve.tiny_tokenizer`, written once to an on-disk cache so that transformers and vLLM load it
-like any other model directory. Other names are local directories or hub ids.
+A small Qwen2-architecture model with seeded random weights and the tokenizer from
+`rlve.models.tiny_tokenizer`, written once to an on-disk cache so that transformers and vLLM load
+it like any other model directory.
 """
 
 from __future__ import annotations
@@ -15,18 +15,9 @@ import tempfile
 from dataclasses import asdict, dataclass
 
 import torch
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationConfig,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-)
+from transformers import GenerationConfig, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 
-from rlve.tiny_tokenizer import build_tiny_tokenizer
+from rlve.models.tiny_tokenizer import build_tiny_tokenizer
 
 TINY_MODEL_NAME = "tiny"
 BUILDER_VERSION = 1
@@ -57,7 +48,7 @@ class TinyModelConfig:
     """longest sequence (prompt + completion) the model is configured for"""
     tie_word_embeddings: bool = True
     """share the input embedding with the output head, as small Qwen models do; weight sync
-    must then still send lm_head.weight to vLLM (see REFERENCE.md section 4)"""
+    must then still send lm_head.weight to vLLM (vLLM keeps its own copy of the output head)"""
     seed: int = 0
     """seed of the weight initialisation: same config, same weights, byte for byte"""
 
@@ -187,77 +178,3 @@ def tiny_model_path(
     if not _is_built(final_path):
         raise RuntimeError(f"{final_path} exists but holds no model.safetensors; delete it")
     return final_path
-
-
-def resolve_model_path(name: str) -> str:
-    """ "tiny" -> the built-in model's directory; a local directory -> itself; else name as is."""
-    if name == TINY_MODEL_NAME:
-        return tiny_model_path()
-    local = os.path.expanduser(name)
-    if os.path.isdir(local):
-        return local
-    return name  # a hub id, for machines that can reach a hub
-
-
-def _looks_local(name: str) -> bool:
-    # hub ids are "org/model"; anything rooted or relative-looking must be a directory on disk
-    return name.startswith(("/", ".", "~")) or name.endswith("/")
-
-
-def _check_exists(name: str, path: str) -> None:
-    if _looks_local(name) and not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"model directory {path!r} does not exist; name an existing directory, a hub id, "
-            f"or {TINY_MODEL_NAME!r} (the built-in default model, built locally, no download)"
-        )
-
-
-def _load_error(what: str, name: str, path: str, error: Exception) -> OSError:
-    return OSError(
-        f"could not load the {what} from {path!r} (model name {name!r}): {error}\n"
-        f"Name an existing model directory, a hub id reachable from this machine, or "
-        f"{TINY_MODEL_NAME!r} (the built-in default model, built locally, no download)."
-    )
-
-
-def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
-    """AutoTokenizer for a model name ("tiny", a directory, a hub id)."""
-    path = resolve_model_path(name)
-    _check_exists(name, path)
-    try:
-        if os.path.isfile(os.path.join(path, TINY_MARKER_FILE)):
-            # AutoTokenizer would rebuild a model_type "qwen2" tokenizer as Qwen2Tokenizer,
-            # adding NFC normalisation; the file as saved round-trips any text exactly
-            return PreTrainedTokenizerFast.from_pretrained(path)
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as error:
-        raise _load_error("tokenizer", name, path, error) from error
-
-
-def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> PreTrainedModel:
-    """AutoModelForCausalLM for a model name, in dtype ("float32", "bfloat16", ...) on device."""
-    torch_dtype = getattr(torch, dtype, None)
-    if not isinstance(torch_dtype, torch.dtype):
-        raise ValueError(f"dtype must name a torch dtype such as 'float32', got {dtype!r}")
-    path = resolve_model_path(name)
-    _check_exists(name, path)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-    except (OSError, ValueError) as error:
-        raise _load_error("model", name, path, error) from error
-    return model.to(device)
-
-
-def with_lora(model: PreTrainedModel, lora) -> PreTrainedModel:
-    """`model` with peft LoRA adapters (`lora`: rlve.config.LoraConfig) on its target modules."""
-    from peft import LoraConfig as PeftLoraConfig
-    from peft import get_peft_model
-
-    peft_config = PeftLoraConfig(
-        r=lora.rank,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules),
-        task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, peft_config)

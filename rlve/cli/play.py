@@ -39,8 +39,8 @@ from rlve.envs.tictactoe.prompts import (
     opponent_played_status,
     turn_message,
 )
+from rlve.inference.engine import Engine, GenerationRequest, SamplingConfig
 from rlve.rollout.chat_tokens import ChatTokens
-from rlve.rollout.engine import Engine, GenerationRequest, SamplingConfig
 from rlve.types import Message
 
 InputFn = Callable[[str], str]
@@ -217,7 +217,7 @@ async def play_game(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rlve.eval import add_engine_arguments
+    from rlve.cli.eval import add_engine_arguments
 
     parser = argparse.ArgumentParser(prog="play.py", description=__doc__.split("\n")[0])
     add_engine_arguments(parser)
@@ -255,7 +255,7 @@ async def play_session(engine: Engine, settings: PlaySettings, input_fn: InputFn
 def main(argv: list[str] | None = None, input_fn: InputFn = input,
          print_fn: PrintFn = print) -> dict[str, int]:  # fmt: skip
     """Parse the flags, start the engine, play until the human stops."""
-    from rlve.eval import UsageError, build_engine, close_engine
+    from rlve.cli.eval import UsageError, build_engine, close_engine
 
     parser = build_parser()
     args = parser.parse_args(argv)

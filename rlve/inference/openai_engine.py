@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from rlve.rollout.engine import Generation, GenerationRequest
+from rlve.inference.engine import Generation, GenerationRequest
 from rlve.types import Message
 
 

@@ -163,7 +163,7 @@ def merged_named_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
     `base_layer.weight` comes out as `weight` plus the adapter's delta (B A alpha / r, computed
     here, so the trained weights are never merged and unmerged in place), adapter tensors are
     left out. `lm_head.weight` is yielded even when tied to the embedding, because vLLM keeps
-    its own copy of the output head (REFERENCE.md section 4).
+    its own copy of the output head.
     """
     deltas = _lora_deltas(causal_lm)
     names = set()

@@ -21,9 +21,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from rlve.algorithms import LossStats, kl_penalty, policy_loss, token_mean
-from rlve.algorithms.schedule import lr_multiplier
-from rlve.checkpoint import (
+from rlve.algorithms import LossStats, kl_penalty, lr_multiplier, policy_loss, token_mean
+from rlve.algorithms.packing import TrainSequence, build_train_batch, sequences_from_groups
+from rlve.config import TrainerConfig
+from rlve.models import load_causal_lm, load_tokenizer, with_lora
+from rlve.training.checkpoint import (
     capture_rng_state,
     export_model,
     load_checkpoint,
@@ -31,10 +33,7 @@ from rlve.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from rlve.config import TrainerConfig
-from rlve.logprobs import sequence_logprobs
-from rlve.models import load_causal_lm, load_tokenizer, with_lora
-from rlve.train_batch import TrainSequence, build_train_batch, sequences_from_groups
+from rlve.training.logprobs import sequence_logprobs
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)

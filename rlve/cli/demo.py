@@ -1,6 +1,6 @@
 """`make demo`: the main job on the embedded default, runnable on a fresh CPU machine.
 
-1. The scripted baselines' tic-tac-toe table: the evaluation a model gets (REFERENCE.md section 1:
+1. The scripted baselines' tic-tac-toe table: the evaluation a model gets (as in the recipe:
    win/draw/loss against a random and an optimal opponent, format, invalid moves).
 2. SFT warm-up of the embedded tiny model on games of a scripted teacher (noisy minimax).
 3. A short real RL run: CISPO steps of that model through vLLM on the CPU
@@ -66,7 +66,7 @@ def sft_warm_start(run_dir: Path, games: int, steps: int) -> Path:
     """Teacher games -> SFT of the tiny model -> an exported model directory."""
     from rlve.config import TrainerConfig
     from rlve.models import load_tokenizer
-    from rlve.sft import SftSequence, save_examples, sft_warmup, tictactoe_teacher_data
+    from rlve.training.sft import SftSequence, save_examples, sft_warmup, tictactoe_teacher_data
 
     teacher, summary = tictactoe_teacher_data(load_tokenizer("tiny"), games, noise=0.1)
     save_examples(run_dir / "sft_data.jsonl", teacher)
@@ -82,8 +82,8 @@ def sft_warm_start(run_dir: Path, games: int, steps: int) -> Path:
 
 def rl_run(run_dir: Path, model: Path, steps: int) -> Path:
     """A few CISPO steps through vLLM: the recipe's experiment, scaled down for two CPU cores."""
-    from rlve.run_config import load_run_config
-    from rlve.train import train
+    from rlve.loop import train
+    from rlve.train import load_run_config
 
     overrides = [
         "+experiment=tictactoe_cispo",

@@ -3,7 +3,7 @@
 The shared-memory transport writes the weights as one safetensors file under /dev/shm (RAM, not
 disk) and the vLLM worker reloads them in place from there; it works for CPU and GPU engines on
 one machine. Every tensor the engine serves must be sent: with tied embeddings that includes
-`lm_head.weight`, or the output head stays stale (REFERENCE.md section 4).
+`lm_head.weight`, or the output head stays stale: vLLM keeps a copy of its own.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ class SharedMemoryTransport:
     def __init__(self, directory: str | Path | None = None):
         self.directory = Path(directory) if directory else _default_directory()
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._latest: Path | None = None
 
     def write(self, named_tensors: NamedTensors, version: int) -> Path:
         """Write the tensors for `version` atomically and return the file's path."""

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from rlve.train_batch import (
+from rlve.algorithms.packing import (
     TrainSequence,
     build_train_batch,
     pack_by_token_budget,

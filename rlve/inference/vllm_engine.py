@@ -18,69 +18,17 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
-from rlve.placement import engine_devices
-from rlve.rollout.engine import Generation, GenerationRequest
-from rlve.rollout.weight_broadcast import WeightBroadcaster
-from rlve.rollout.weight_sync import NamedTensors, SharedMemoryTransport
+from rlve.config import InferenceConfig
+from rlve.inference.engine import Generation, GenerationRequest
+from rlve.sync.broadcast import WeightBroadcaster
+from rlve.sync.placement import engine_devices
+from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
 log = logging.getLogger(__name__)
 
-WORKER_EXTENSION = "rlve.rollout.vllm_worker.WeightSyncExtension"
-WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
-
-
-@dataclass
-class VLLMSettings:
-    """How the vLLM engine is started."""
-
-    dtype: str = "float32"
-    """weights and activations: float32 on CPU (exact log-prob parity), bfloat16 on GPU"""
-    max_model_len: int = 2048
-    """longest sequence (prompt + completion) the engine accepts"""
-    gpu_memory_utilization: float = 0.2
-    """share of GPU memory for weights + KV cache (on CPU vLLM reads it as a share of RAM)"""
-    cpu_kv_cache_gib: int = 1
-    """KV cache size on CPU, whole GiB (sets VLLM_CPU_KVCACHE_SPACE)"""
-    max_num_seqs: int = 256
-    """most sequences in one engine batch"""
-    enforce_eager: bool = False
-    """skip graph capture/compilation: faster start, slower steps"""
-    enable_prefix_caching: bool = True
-    """reuse the KV cache of shared prefixes (multi-turn prompts grow by appending)"""
-    seed: int = 0
-    """engine seed (requests carry their own seeds too)"""
-    tensor_parallel_size: int = 1
-    """GPUs per engine"""
-    gpus: list[int] | None = None
-    """GPUs vLLM runs on, numbered like the trainer's `cuda:N` (e.g. [0] with trainer.device
-    cuda:1); None = the first `tensor_parallel_size` GPUs; ignored on CPU"""
-    request_timeout_s: float = 600.0
-    """longest wait for one generation before the run is stopped with an error"""
-    start_timeout_s: float = 900.0
-    """longest wait for the engine to start"""
-    weight_transport: str = "shared_memory"
-    """how pushes reach vLLM: "shared_memory" (a safetensors file in RAM; CPU or GPU), "nccl"
-    (broadcast GPU to GPU; the trainer on its own GPU) or "gloo" (broadcast through CPU memory)"""
-
-    def __post_init__(self):
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(
-                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
-            )
-        if not isinstance(self.cpu_kv_cache_gib, int) or self.cpu_kv_cache_gib < 1:
-            raise ValueError(
-                f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}"
-            )
-        if self.weight_transport not in WEIGHT_TRANSPORTS:
-            raise ValueError(
-                f"weight_transport must be one of {list(WEIGHT_TRANSPORTS)}, "
-                f"got {self.weight_transport!r}"
-            )
-        if self.max_model_len < 16:
-            raise ValueError(f"max_model_len must be >= 16, got {self.max_model_len}")
+WORKER_EXTENSION = "rlve.inference.vllm_worker.WeightSyncExtension"
 
 
 class EngineStartError(RuntimeError):
@@ -94,7 +42,9 @@ class EngineDiedError(RuntimeError):
 class VLLMEngine:
     """An rlve `Engine` on vLLM's async engine, with in-place weight updates."""
 
-    def __init__(self, model_path: str, tokenizer: Any, settings: VLLMSettings = VLLMSettings()):
+    def __init__(
+        self, model_path: str, tokenizer: Any, settings: InferenceConfig = InferenceConfig()
+    ):
         self.model_path = model_path
         self.tokenizer = tokenizer
         self.settings = settings
@@ -332,7 +282,7 @@ async def _cancel_pending_tasks() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _start_hint(model_path: str, settings: VLLMSettings, exc: Exception) -> str:
+def _start_hint(model_path: str, settings: InferenceConfig, exc: Exception) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if not os.path.exists(model_path) and "/" not in model_path.strip("/"):
         advice = f"model {model_path!r} is neither a local directory nor a hub id"

@@ -5,9 +5,9 @@ import pytest
 
 import rlve
 from rlve.curriculum import DifficultyController
-from rlve.curriculum.mixture import ProblemSampler
 from rlve.envs.gym.verifiable import GenerationFailed, Problem, VerifiableEnv
 from rlve.envs.gym.wrapper import VerifiableSingleTurnEnv
+from rlve.rollout.problems import ProblemSampler
 
 
 class BrokenAfterTheDataset(VerifiableEnv):

@@ -3,7 +3,7 @@
 The page is generated from the dataclasses themselves (the string under each field is its
 documentation), so it cannot drift from the code; a test compares it with the committed copy.
 
-    python -m rlve.config_reference > docs/config.md
+    python -m rlve.cli.config_reference > docs/config.md
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import inspect
 import textwrap
 from typing import Any
 
-from rlve.run_config import RunConfig
+from rlve.config import RunConfig
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -66,7 +66,7 @@ def render() -> str:
         "# Config reference",
         "",
         "Every field of `python -m rlve.train`, generated from the dataclasses by "
-        "`python -m rlve.config_reference > docs/config.md`.",
+        "`python -m rlve.cli.config_reference > docs/config.md`.",
         "Set any of them on the command line (`rollout.group_size=4`), in an experiment file "
         "under `rlve/configs/`, or print the resolved config with `--cfg job`.",
         "",

@@ -64,7 +64,7 @@ class Generation:
     finish_reason: str = "stop"
     """'stop' (end of turn or a stop string) or 'length' (hit max_tokens)"""
     weight_version: int = 0
-    """the version of the weights that sampled it (see rlve.rollout.weight_sync)"""
+    """the version of the weights that sampled it (see rlve.sync.shared_memory)"""
     tool_calls: list[dict[str, Any]] | None = None
     """structured tool calls, for engines that return them apart from the text"""
 

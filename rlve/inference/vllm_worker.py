@@ -24,7 +24,7 @@ class WeightSyncExtension:
         self, host: str, port: int, world_size: int, backend: str, timeout_s: float
     ) -> int:
         """Join the trainer's broadcast group (the trainer is rank 0); returns this rank."""
-        from rlve.rollout.weight_broadcast import join_weight_group
+        from rlve.sync.broadcast import join_weight_group
 
         rank = 1 + self.rank
         self.rlve_weight_group = join_weight_group(host, port, rank, world_size, backend, timeout_s)
@@ -33,7 +33,7 @@ class WeightSyncExtension:
 
     def rlve_receive_weights(self, specs: list[list], version: int) -> int:
         """Load the tensors the trainer broadcasts, as they arrive (specs as `TensorSpec` wires)."""
-        from rlve.rollout.weight_broadcast import TensorSpec, receive_weights
+        from rlve.sync.broadcast import TensorSpec, receive_weights
 
         incoming = receive_weights(
             self.rlve_weight_group,

@@ -1,0 +1,29 @@
+"""Models by name: "tiny" (the embedded default, built locally), a local directory or a hub id.
+
+`loading` resolves names and loads tokenizers and causal LMs (and wraps them with LoRA); `tiny`
+builds the embedded model, `tiny_tokenizer` its tokenizer and chat template. May import
+`rlve.envs` (the tokenizer's corpus plays tic-tac-toe games) and nothing else of rlve.
+"""
+
+from rlve.models.loading import load_causal_lm, load_tokenizer, resolve_model_path, with_lora
+from rlve.models.tiny import (
+    TINY_MARKER_FILE,
+    TinyModelConfig,
+    build_tiny_model,
+    tiny_model_cache_dir,
+    tiny_model_dirname,
+    tiny_model_path,
+)
+
+__all__ = [
+    "TINY_MARKER_FILE",
+    "TinyModelConfig",
+    "build_tiny_model",
+    "load_causal_lm",
+    "load_tokenizer",
+    "resolve_model_path",
+    "tiny_model_cache_dir",
+    "tiny_model_dirname",
+    "tiny_model_path",
+    "with_lora",
+]

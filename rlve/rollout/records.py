@@ -1,0 +1,46 @@
+"""Rollouts on disk: files written atomically, rollouts as JSON rows and as readable text.
+
+A reader, or a crash mid-write, never sees half a file: everything is written to a sibling `.tmp`
+file first and renamed over the target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rlve.types import Trajectory
+
+TOKEN_FIELDS = ("token_ids", "loss_mask", "sampler_logprobs")
+"""per-token lists of a Trajectory: what a reader of saved rollouts does not need"""
+
+
+def write_text_atomically(path: str | Path, text: str) -> Path:
+    """Write `text` to a sibling `.tmp` file, then rename it over `path`; returns `path`."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def trajectory_row(t: Trajectory) -> dict[str, Any]:
+    """A rollout as a JSON-able dict (messages, reward, metrics...), without its token lists."""
+    row = asdict(t)
+    for name in TOKEN_FIELDS:
+        row.pop(name)
+    return row
+
+
+def render_trajectory(t: Trajectory) -> str:
+    """A rollout as a reader would like to see it."""
+    head = (
+        f"=== {t.env_name} example {t.example_id} | reward {t.reward:.3f} | "
+        f"stop {t.stop_reason} | turns {t.num_turns} | weights v{t.weight_version}"
+    )
+    metrics = ", ".join(f"{k}={v:.3g}" for k, v in sorted(t.metrics.items()))
+    lines = [head, f"metrics: {metrics}"]
+    for message in t.prompt[-1:] + t.completion:
+        lines.append(f"--- {message['role']}\n{message.get('content') or ''}")
+    return "\n".join(lines)
