@@ -36,7 +36,7 @@ from rlve.training.checkpoint import latest_checkpoint
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.trainer import Trainer
 
-log = logging.getLogger("rlve.train")
+log = logging.getLogger(__name__)
 
 BATCH_TIMEOUT_S = 3600.0
 """longest wait for one step's rollouts before the run stops with an error (never hang)"""
