@@ -1,14 +1,13 @@
 """Every configuration of rlve, as dataclasses with one docstring under each field.
 
-`RunConfig` is the schema of `python -m rlve.train`: Hydra fills it from `rlve/configs/` and the
-command line (`rlve.train` registers it). Its parts: `TrainerConfig` (model, LoRA, optimizer,
-loss), `InferenceConfig` (the vLLM engine), `RolloutConfig`, `EnvConfig` (with
-`CurriculumConfig`) and `LoggingConfig`. Each `validate()` raises ValueError naming the field and
-its allowed range, so a bad value fails at start, not in the middle of a run.
+`RunConfig` is the schema of `python -m rlve.train` (Hydra fills it from `rlve/configs/` and the
+command line); its parts: `TrainerConfig`, `InferenceConfig` (vLLM), `RolloutConfig`, `EnvConfig`
+(with `CurriculumConfig`), `LoggingConfig`. Each `validate()` raises ValueError naming the field
+and its allowed range, so a bad value fails at start, not in the middle of a run.
 
-May import `rlve.sync.placement` (the device-layout check) and, when validating,
-`rlve.algorithms` (the tables of losses and schedules): only there, so that importing this module
-stays free of torch (environments import `require`, and verifier workers import environments).
+May import `rlve.sync.placement` and, inside `validate`, `rlve.algorithms` (the tables of losses
+and schedules): only there, so that importing this module stays free of torch (environments
+import `require`, and verifier workers import environments).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from rlve.sync.placement import check_placement
 
 DTYPES = ("float32", "bfloat16")
 WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def require(condition: bool, message: str) -> None:
@@ -45,17 +45,7 @@ class LoraConfig:
     """scaling numerator: the adapter's update is multiplied by alpha / rank; > 0"""
     dropout: float = 0.0
     """dropout on the adapter's input while training; in [0, 1)"""
-    target_modules: list[str] = field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ]
-    )
+    target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
     """names of the linear layers that get adapters (Qwen/Llama naming); at least one"""
 
     def validate(self) -> None:
