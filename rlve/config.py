@@ -18,6 +18,9 @@ from typing import Any
 from rlve.sync.placement import check_placement
 
 DTYPES = ("float32", "bfloat16")
+ASYNC_LEVELS = (0, 1)
+ENGINES = ("vllm", "scripted")
+WANDB_MODES = ("offline", "online", "disabled")
 WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -218,11 +221,6 @@ class InferenceConfig:
             f"got {self.weight_transport!r}",
         )
         require(self.max_model_len >= 16, f"max_model_len must be >= 16, got {self.max_model_len}")
-
-
-ASYNC_LEVELS = (0, 1)
-ENGINES = ("vllm", "scripted")
-WANDB_MODES = ("offline", "online", "disabled")
 
 
 @dataclass

@@ -44,7 +44,7 @@ def generate_main(argv: list[str] | None = None) -> None:
         from rlve.inference.openai_engine import OpenAIEngine
 
         env = load_environment("tictactoe", num_examples=args.games, seed=args.seed + 1,
-                                    **opponent)  # fmt: skip
+                               **opponent)  # fmt: skip
         engine = OpenAIEngine(args.teacher_url, args.teacher_model)
         games, summary = teacher_games(env, engine, args.games, tokenizer, args.seed)
     else:
