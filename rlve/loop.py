@@ -31,7 +31,7 @@ from rlve.rollout.collector import BatchCollector, StepBatch
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
-from rlve.rollout.summary import summarize, weight_staleness
+from rlve.rollout.summary import summarize, weight_lag
 from rlve.training.checkpoint import latest_checkpoint
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.trainer import Trainer
@@ -209,7 +209,7 @@ def _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next
                 pending = collector.submit()  # generates step n+1 while step n trains
             metrics = step_metrics(batch, collector.sampler, waited_s)
             if hasattr(engine, "push_weights"):  # its weights come from this trainer: check it
-                metrics.update(weight_staleness(batch.groups, trainer.version))
+                metrics.update(weight_lag(batch.groups, trainer.version))
             metrics.update(trainer.train_step(batch.groups))
             if async_level == 1:
                 pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version

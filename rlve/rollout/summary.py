@@ -59,9 +59,9 @@ def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     return summary
 
 
-def weight_staleness(groups: Sequence[RolloutGroup], version: int) -> dict[str, float]:
-    """How many optimizer steps behind `version` the weights that sampled each rollout were
-    (0 on-policy, 1 with `async_level` 1): `sampling/staleness_mean|max`.
+def weight_lag(groups: Sequence[RolloutGroup], version: int) -> dict[str, float]:
+    """How many trainer steps behind `version` the weights that sampled each rollout were
+    (0 on-policy, 1 with `async_level` 1): `sampling/weight_lag_min|mean|max`.
 
     ValueError when a rollout claims weights newer than `version`: the trainer and the engine
     disagree about the step (e.g. an engine left over from another run).
@@ -74,4 +74,8 @@ def weight_staleness(groups: Sequence[RolloutGroup], version: int) -> dict[str, 
             f"a rollout was sampled by weights version {version - min(lags)}, but the trainer "
             f"is at version {version}: the engine's weights do not come from this trainer"
         )
-    return {"sampling/staleness_mean": sum(lags) / len(lags), "sampling/staleness_max": max(lags)}
+    return {
+        "sampling/weight_lag_min": min(lags),
+        "sampling/weight_lag_mean": sum(lags) / len(lags),
+        "sampling/weight_lag_max": max(lags),
+    }

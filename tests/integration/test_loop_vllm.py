@@ -85,10 +85,19 @@ def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model, async_level)
     train(load_run_config([*part, "trainer.max_steps=2"]))
     resumed = train(load_run_config([*part, "trainer.max_steps=4", "resume=true"]))
 
-    def step4(run_dir):
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        return {k: v for k, v in rows[-1].items() if k != "time" and not k.startswith("perf/")}
+    def rows(run_dir):
+        return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
+    def step4(run_dir):
+        return {
+            k: v for k, v in rows(run_dir)[-1].items() if k != "time" and not k.startswith("perf/")
+        }
+
+    # every rollout of a step was sampled by the weights of one version: the trainer's (async 0),
+    # or the one before it from step 2 on (async 1)
+    lags = [(r["sampling/weight_lag_min"], r["sampling/weight_lag_max"]) for r in rows(whole)]
+    expected = [(0, 0)] * 4 if async_level == 0 else [(0, 0)] + [(1, 1)] * 3
+    assert lags == expected
     a, b = step4(whole), step4(resumed)
     assert a["step"] == b["step"] == 4
     assert a.keys() == b.keys()

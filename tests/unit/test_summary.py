@@ -1,8 +1,8 @@
-"""Rollout summaries: the staleness of the weights that sampled a batch."""
+"""Rollout summaries: how far behind the trainer the weights that sampled a batch were."""
 
 import pytest
 
-from rlve.rollout.summary import weight_staleness
+from rlve.rollout.summary import weight_lag
 from rlve.types import RolloutGroup, Trajectory
 
 
@@ -11,17 +11,21 @@ def group(*versions: int) -> RolloutGroup:
     return RolloutGroup(example_id=0, env_name="toy", trajectories=rollouts)
 
 
-def test_staleness_counts_steps_behind_the_trainer():
+def test_weight_lag_counts_steps_behind_the_trainer():
     # trainer at version 5; rollouts sampled by versions 5, 4, 4, 3 -> lags 0, 1, 1, 2
-    metrics = weight_staleness([group(5, 4), group(4, 3)], version=5)
-    assert metrics == {"sampling/staleness_mean": 1.0, "sampling/staleness_max": 2}
+    metrics = weight_lag([group(5, 4), group(4, 3)], version=5)
+    assert metrics == {
+        "sampling/weight_lag_min": 0,
+        "sampling/weight_lag_mean": 1.0,
+        "sampling/weight_lag_max": 2,
+    }
 
 
-def test_on_policy_batch_has_zero_staleness_and_no_groups_give_no_metrics():
-    assert weight_staleness([group(2, 2)], version=2)["sampling/staleness_max"] == 0
-    assert weight_staleness([], version=2) == {}
+def test_on_policy_batch_has_zero_lag_and_no_groups_give_no_metrics():
+    assert weight_lag([group(2, 2)], version=2)["sampling/weight_lag_max"] == 0
+    assert weight_lag([], version=2) == {}
 
 
 def test_a_rollout_from_newer_weights_than_the_trainer_is_refused():
     with pytest.raises(ValueError, match="weights version 7, but the trainer is at version 5"):
-        weight_staleness([group(5, 7)], version=5)
+        weight_lag([group(5, 7)], version=5)
