@@ -12,12 +12,16 @@ import `require`, and verifier workers import environments).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlve.sync.placement import check_placement
 
 DTYPES = ("float32", "bfloat16")
+OLD_LOGPROBS = ("sampler", "recompute")
+TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_tokens", "mini_batches",
+                  "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
 ASYNC_LEVELS = (0, 1)
 ENGINES = ("vllm", "scripted")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -29,6 +33,11 @@ def require(condition: bool, message: str) -> None:
     """Raise ValueError(message) unless `condition`: validation in one line."""
     if not condition:
         raise ValueError(message)
+
+
+def require_choice(name: str, value: object, allowed: Sequence[object]) -> None:
+    """Raise ValueError naming `name` unless `value` is one of `allowed`."""
+    require(value in allowed, f"{name} must be one of {list(allowed)}, got {value!r}")
 
 
 def is_int(value: object) -> bool:
@@ -104,6 +113,10 @@ class TrainerConfig:
 
     loss: str = "cispo"
     """policy loss: "grpo", "dapo" or "cispo" (rlve.algorithms.LOSSES)"""
+    old_logprobs: str = "recompute"
+    """the behaviour policy of the ratio r = pi_theta / pi_old: "sampler" (vLLM's log-probs of
+    the sampled tokens, so r also spans the weight lag of an async run; MiniMax-M1, prime-rl) or
+    "recompute" (a no-grad trainer pass before the first update; `tis_cap` corrects the gap)"""
     std_normalize: bool = False
     """divide group advantages by the group's reward std (GRPO); off for Dr. GRPO / CISPO"""
     eps_low: float = 0.2
@@ -121,7 +134,11 @@ class TrainerConfig:
     temperature: float = 1.0
     """sampling temperature of the rollouts: log-probs are log_softmax(logits / temperature)"""
     num_iterations: int = 1
-    """optimizer steps per train_step on the same rollouts (PPO epochs); >= 1"""
+    """passes over the same rollouts per train_step (PPO epochs); >= 1"""
+    mini_batches: int = 1
+    """optimizer steps per pass: the step's sequences are split into this many parts, so from the
+    second on r != 1 and the clip acts; >= 1. A train_step takes num_iterations x mini_batches
+    optimizer steps, and the lr schedule counts those"""
     max_bad_steps: int = 3
     """consecutive skipped steps (NaN/inf loss or gradient, nothing to train) before
     TrainingDiverged is raised; >= 1"""
@@ -134,7 +151,7 @@ class TrainerConfig:
     def validate(self) -> None:
         from rlve.algorithms import SCHEDULES
 
-        require(self.dtype in DTYPES, f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        require_choice("dtype", self.dtype, DTYPES)
         self.lora.validate()
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         for name in ("beta1", "beta2"):
@@ -142,33 +159,30 @@ class TrainerConfig:
             require(0.0 <= value < 1.0, f"{name} must be in [0, 1), got {value}")
         require(self.adam_eps > 0, f"adam_eps must be > 0, got {self.adam_eps}")
         require(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
-        require(
-            self.lr_schedule in SCHEDULES,
-            f"lr_schedule must be one of {list(SCHEDULES)}, got {self.lr_schedule!r}",
-        )
+        require_choice("lr_schedule", self.lr_schedule, SCHEDULES)
         require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        require(self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
         require(
             0.0 <= self.min_lr_ratio <= 1.0,
             f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}",
         )
         require(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
-        for name in ("max_tokens_per_microbatch", "logprob_chunk_tokens", "num_iterations"):
+        for name in TRAINER_COUNTS:
             value = getattr(self, name)
             require(value >= 1, f"{name} must be >= 1, got {value}")
         self._validate_loss()
-        require(self.max_bad_steps >= 1, f"max_bad_steps must be >= 1, got {self.max_bad_steps}")
-        require(
-            self.keep_checkpoints >= 1,
-            f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}",
-        )
 
     def _validate_loss(self) -> None:
         from rlve.algorithms import LOSSES, check_hyperparameters
 
-        require(self.loss in LOSSES, f"loss must be one of {sorted(LOSSES)}, got {self.loss!r}")
+        require_choice("loss", self.loss, sorted(LOSSES))
         check_hyperparameters(self.eps_low, self.eps_high, self.is_cap, self.tis_cap,
                               self.tis_mode, num_tokens=None)  # fmt: skip
+        require_choice("old_logprobs", self.old_logprobs, OLD_LOGPROBS)
+        require(
+            self.tis_cap is None or self.old_logprobs == "recompute",
+            f"tis_cap={self.tis_cap} corrects recomputed old log-probs against the sampler's; "
+            "with old_logprobs=sampler the ratio is already against the sampler: set tis_cap=null",
+        )
         require(self.kl_beta >= 0.0, f"kl_beta must be >= 0, got {self.kl_beta}")
         require(self.temperature > 0.0, f"temperature must be > 0, got {self.temperature}")
 
@@ -215,11 +229,7 @@ class InferenceConfig:
             isinstance(self.cpu_kv_cache_gib, int) and self.cpu_kv_cache_gib >= 1,
             f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}",
         )
-        require(
-            self.weight_transport in WEIGHT_TRANSPORTS,
-            f"weight_transport must be one of {list(WEIGHT_TRANSPORTS)}, "
-            f"got {self.weight_transport!r}",
-        )
+        require_choice("weight_transport", self.weight_transport, WEIGHT_TRANSPORTS)
         require(self.max_model_len >= 16, f"max_model_len must be >= 16, got {self.max_model_len}")
 
 
@@ -255,10 +265,7 @@ class RolloutConfig:
     """DAPO overlong shaping: penalise completions in the last N tokens before max_tokens"""
 
     def validate(self) -> None:
-        require(
-            self.engine in ENGINES,
-            f"rollout.engine must be one of {list(ENGINES)}, got {self.engine!r}",
-        )
+        require_choice("rollout.engine", self.engine, ENGINES)
         require(self.group_size >= 2, f"rollout.group_size must be >= 2, got {self.group_size}")
         require(
             self.groups_per_step >= 1,
@@ -273,10 +280,7 @@ class RolloutConfig:
             self.max_concurrent >= 1,
             f"rollout.max_concurrent must be >= 1, got {self.max_concurrent}",
         )
-        require(
-            self.async_level in ASYNC_LEVELS,
-            f"rollout.async_level must be one of {list(ASYNC_LEVELS)}, got {self.async_level}",
-        )
+        require_choice("rollout.async_level", self.async_level, ASYNC_LEVELS)
         require(self.max_refills >= 0, f"rollout.max_refills must be >= 0, got {self.max_refills}")
         require(self.oversample >= 1, f"rollout.oversample must be >= 1, got {self.oversample}")
         require(
@@ -353,10 +357,7 @@ class LoggingConfig:
     """print a progress line every N steps"""
 
     def validate(self) -> None:
-        require(
-            self.wandb_mode in WANDB_MODES,
-            f"logging.wandb_mode must be one of {list(WANDB_MODES)}, got {self.wandb_mode!r}",
-        )
+        require_choice("logging.wandb_mode", self.wandb_mode, WANDB_MODES)
 
 
 @dataclass

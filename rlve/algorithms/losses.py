@@ -42,6 +42,12 @@ class LossStats:
     """share of masked tokens given weight 0 by tis_mode="mask"; 0 in the other modes"""
     num_tokens: int
     """masked tokens in this call (the micro-batch), not the step-wide `num_tokens` argument"""
+    ratio_mean: float = 1.0
+    """mean of the policy ratio r = exp(logp - old_logp) over masked tokens (1.0 on-policy)"""
+    ratio_min: float = 1.0
+    """min of r over masked tokens"""
+    ratio_max: float = 1.0
+    """max of r over masked tokens"""
 
     @staticmethod
     def combine(stats: Sequence[LossStats]) -> LossStats:
@@ -62,6 +68,9 @@ class LossStats:
             logprob_diff_max=max(s.logprob_diff_max for s in stats if s.num_tokens > 0),
             tis_masked_frac=weighted("tis_masked_frac"),
             num_tokens=total,
+            ratio_mean=weighted("ratio_mean"),
+            ratio_min=min(s.ratio_min for s in stats if s.num_tokens > 0),
+            ratio_max=max(s.ratio_max for s in stats if s.num_tokens > 0),
         )
 
 
@@ -314,7 +323,7 @@ def policy_loss(
         is_cap=is_cap,
         num_tokens=num_tokens,
     )
-    stats = _loss_stats(terms, mask, old_logp, sampler_logp, tis_dropped)
+    stats = _loss_stats(terms, mask, logp.detach(), old_logp, sampler_logp, tis_dropped)
     return terms.loss, stats
 
 
@@ -322,6 +331,7 @@ def policy_loss(
 def _loss_stats(
     terms: LossTerms,
     mask: Tensor,
+    logp: Tensor,
     old_logp: Tensor,
     sampler_logp: Tensor | None,
     tis_dropped: Tensor,
@@ -340,6 +350,7 @@ def _loss_stats(
         is_ratio = torch.exp(diff)
         is_ratio_mean, is_ratio_max = float(is_ratio.mean()), float(is_ratio.max())
         diff_mean, diff_max = float(diff.abs().mean()), float(diff.abs().max())
+    ratio = torch.exp((logp - old_logp)[mask].double())
     return LossStats(
         clip_frac_low=share(terms.clipped_low),
         clip_frac_high=share(terms.clipped_high),
@@ -349,6 +360,9 @@ def _loss_stats(
         logprob_diff_max=diff_max,
         tis_masked_frac=share(tis_dropped),
         num_tokens=count,
+        ratio_mean=float(ratio.mean()),
+        ratio_min=float(ratio.min()),
+        ratio_max=float(ratio.max()),
     )
 
 

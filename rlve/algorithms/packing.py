@@ -63,7 +63,11 @@ def _trajectory_problem(trajectory: Trajectory, needs_sampler_logprobs: bool) ->
         return f"reward is {trajectory.reward}"
     logprobs = trajectory.sampler_logprobs
     if not logprobs:
-        return "no sampler log-probs, and tis_cap needs them" if needs_sampler_logprobs else None
+        return (
+            "no sampler log-probs (tis_cap and old_logprobs=sampler need them)"
+            if needs_sampler_logprobs
+            else None
+        )
     if len(logprobs) != len(trajectory.token_ids):
         return f"{len(logprobs)} sampler log-probs for {len(trajectory.token_ids)} tokens"
     if not all(
@@ -119,6 +123,16 @@ def sequences_from_groups(
                 )
             )
     return GroupSequences(sequences=sequences, skipped_groups=skipped)
+
+
+def split_evenly(sequences: Sequence[TrainSequence], parts: int) -> list[list[TrainSequence]]:
+    """`sequences` in order, cut into min(parts, len) runs whose sizes differ by at most one:
+    the mini-batches of a train step. Example: 5 sequences, 2 parts -> sizes [2, 3]."""
+    if parts < 1:
+        raise ValueError(f"parts must be >= 1, got {parts}")
+    count = min(parts, len(sequences))
+    n = len(sequences)
+    return [list(sequences[i * n // count : (i + 1) * n // count]) for i in range(count)]
 
 
 def pack_by_token_budget(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:

@@ -22,7 +22,12 @@ import torch
 from torch import Tensor, nn
 
 from rlve.algorithms import LossStats, kl_penalty, lr_multiplier, policy_loss, token_mean
-from rlve.algorithms.packing import TrainSequence, build_train_batch, sequences_from_groups
+from rlve.algorithms.packing import (
+    TrainSequence,
+    build_train_batch,
+    sequences_from_groups,
+    split_evenly,
+)
 from rlve.config import TrainerConfig
 from rlve.models import load_causal_lm, load_tokenizer, with_lora
 from rlve.training.checkpoint import (
@@ -34,6 +39,7 @@ from rlve.training.checkpoint import (
     save_checkpoint,
 )
 from rlve.training.logprobs import sequence_logprobs
+from rlve.training.step_metrics import Update, step_metrics, with_perf
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -90,7 +96,7 @@ class Trainer:
             lr_multiplier,
             schedule=config.lr_schedule,
             warmup_steps=config.warmup_steps,
-            max_steps=config.max_steps,
+            max_steps=config.max_steps * config.num_iterations * config.mini_batches,
             min_lr_ratio=config.min_lr_ratio,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
@@ -107,23 +113,22 @@ class Trainer:
     # -----------------------------------------------------------------------------------------
 
     def train_step(self, groups: Sequence[RolloutGroup]) -> dict[str, float]:
-        """One RL step (`num_iterations` optimizer steps) on `groups`; returns its metrics.
+        """One RL step on `groups`: `num_iterations` passes over `mini_batches` parts of them, one
+        optimizer step per part; returns the step's metrics.
 
-        Old log-probs: with num_iterations 1 they are the current ones, detached. Stale rollouts
-        (weight_version < version) need no extra pass: a no-grad pass under the same weights
-        would give the same numbers, and the staleness itself is what the sampler log-probs
-        and tis_cap correct. With num_iterations > 1 a no-grad pass before the first iteration
-        fixes them for all iterations. Groups with bad input are skipped
-        (`train/skipped_groups`); a step with nothing left to train is a skipped step like a
-        NaN one (`train/skipped_steps`, cumulative). With num_iterations > 1 the returned
-        train/* metrics are those of the last iteration.
+        Old log-probs (the behaviour policy of the ratio, `old_logprobs`): "sampler" takes the
+        sampler's; "recompute" takes a no-grad pass under the weights before the first update
+        (skipped when there is a single update: it would equal the detached log-probs). Groups
+        with bad input are skipped (`train/skipped_groups`); a step with nothing left to train
+        is a skipped step like a NaN one (`train/skipped_steps`, cumulative). train/* metrics
+        are means over the step's updates; clip fractions and ratios count every update's tokens.
         """
         started = time.perf_counter()
         config = self.config
         grouped = sequences_from_groups(
             groups,
             std_normalize=config.std_normalize,
-            needs_sampler_logprobs=config.tis_cap is not None,
+            needs_sampler_logprobs=config.tis_cap is not None or config.old_logprobs == "sampler",
         )
         metrics: dict[str, float] = {"train/skipped_groups": float(grouped.skipped_groups)}
         if not grouped.sequences:
@@ -137,17 +142,34 @@ class Trainer:
             return {**metrics, "train/skipped_steps": float(self.skipped_steps),
                     "perf/train_s": elapsed}  # fmt: skip
 
-        batch = self._build_batch(grouped.sequences)
-        if config.num_iterations > 1:
-            self._fill_logprobs(batch, "old_logprobs", use_reference=False)
-        if config.kl_beta > 0:
-            self._fill_logprobs(batch, "ref_logprobs", use_reference=True)
-        for _ in range(config.num_iterations):
-            metrics.update(self._policy_update(batch))
+        batches = [
+            self._build_batch(part) for part in split_evenly(grouped.sequences, config.mini_batches)
+        ]
+        recompute = len(batches) > 1 or config.num_iterations > 1
+        for batch in batches:  # every old log-prob before the first update changes the weights
+            if config.old_logprobs == "sampler":
+                for micro in batch.micro_batches:
+                    micro.old_logprobs = micro.sampler_logprobs
+            elif recompute:
+                self._fill_logprobs(batch, "old_logprobs", use_reference=False)
+            if config.kl_beta > 0:
+                self._fill_logprobs(batch, "ref_logprobs", use_reference=True)
+        updates = [self._policy_update(b) for _ in range(config.num_iterations) for b in batches]
         self.step += 1
-        return self._with_perf(metrics, batch, started, config.num_iterations)
+        micros = [m for b in batches for m in b.micro_batches]
+        # with old_logprobs=sampler the old log-probs are the sampler's: nothing to compare
+        compare = config.old_logprobs == "recompute"
+        metrics.update(step_metrics(
+            updates,
+            sampler=compare and all(m.sampler_logprobs is not None for m in micros),
+            tis_masked=config.tis_cap is not None and config.tis_mode == "mask",
+        ))  # fmt: skip
+        metrics["train/num_tokens"] = float(sum(b.num_loss_tokens for b in batches))
+        metrics["train/skipped_steps"] = float(self.skipped_steps)
+        return with_perf(metrics, batches, started, config.num_iterations)
 
-    def _policy_update(self, batch: TrainBatch) -> dict[str, float]:
+    def _policy_update(self, batch: TrainBatch) -> Update:
+        """One optimizer step on `batch` (accumulated over its micro-batches)."""
         config = self.config
         num_tokens = batch.num_loss_tokens
         lr = self.scheduler.get_last_lr()[0]
@@ -178,28 +200,15 @@ class Trainer:
             entropy_sum += float(entropy[mask].sum())
             stats.append(micro_stats)
         grad_norm = self._apply_gradients(finite)
-        combined = LossStats.combine(stats)
         metrics = {
             "train/loss": loss_sum if finite else math.nan,
             "train/grad_norm": grad_norm,
-            "train/clip_frac": combined.clip_frac_low + combined.clip_frac_high,
-            "train/clip_frac_low": combined.clip_frac_low,
-            "train/clip_frac_high": combined.clip_frac_high,
             "train/entropy": entropy_sum / num_tokens,
             "train/lr": lr,
-            "train/num_tokens": float(num_tokens),
-            "train/skipped_steps": float(self.skipped_steps),
         }
         if config.kl_beta > 0:
             metrics["train/kl"] = kl_sum / num_tokens
-        if all(m.sampler_logprobs is not None for m in batch.micro_batches) and finite:
-            metrics["sampling/logprob_diff_mean"] = combined.logprob_diff_mean
-            metrics["sampling/logprob_diff_max"] = combined.logprob_diff_max
-            metrics["sampling/is_ratio_mean"] = combined.is_ratio_mean
-            metrics["sampling/is_ratio_max"] = combined.is_ratio_max
-            if config.tis_cap is not None and config.tis_mode == "mask":
-                metrics["sampling/tis_masked_frac"] = combined.tis_masked_frac
-        return metrics
+        return metrics, LossStats.combine(stats) if finite else None
 
     # -----------------------------------------------------------------------------------------
     # SFT
@@ -245,7 +254,7 @@ class Trainer:
             "train/num_tokens": float(num_tokens),
             "train/skipped_steps": float(self.skipped_steps),
         }
-        return self._with_perf(metrics, batch, started, 1)
+        return with_perf(metrics, [batch], started, 1)
 
     # -----------------------------------------------------------------------------------------
     # Shared pieces
@@ -321,14 +330,6 @@ class Trainer:
                 f"{self._bad_steps_in_a_row} steps in a row skipped (last: {reason}); "
                 "resume from the last good checkpoint"
             )
-
-    @staticmethod
-    def _with_perf(
-        metrics: dict[str, float], batch: TrainBatch, started: float, passes: int
-    ) -> dict[str, float]:
-        elapsed = time.perf_counter() - started
-        tokens = sum(int(m.attention_mask.sum()) for m in batch.micro_batches) * passes
-        return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed}
 
     @torch.no_grad()
     def sequence_logprob(self, token_ids: Sequence[int], loss_mask: Sequence[int]) -> float:

@@ -237,6 +237,85 @@ def test_sampler_logprobs_give_mismatch_metrics():
     assert metrics["sampling/is_ratio_max"] >= metrics["sampling/is_ratio_mean"] > 0
 
 
+def token_logprobs(trainer, trajectory) -> list[float]:
+    """The trainer's per-token log-probs of `trajectory` (0.0 off the mask), temperature 1."""
+    ids = torch.tensor([trajectory.token_ids])
+    with torch.no_grad():
+        logp = torch.log_softmax(trainer.model(ids).logits[0, :-1].float(), dim=-1)
+    per_token = [0.0] + logp.gather(-1, ids[0, 1:, None])[:, 0].tolist()
+    return [lp if m else 0.0 for lp, m in zip(per_token, trajectory.loss_mask, strict=True)]
+
+
+def sampled_at(trainer, group, shift: float = 0.0):
+    """`group` with sampler log-probs = the trainer's own, minus `shift` nats per token."""
+    for trajectory in group.trajectories:
+        logps = token_logprobs(trainer, trajectory)
+        trajectory.sampler_logprobs = [
+            lp - shift if m else 0.0 for lp, m in zip(logps, trajectory.loss_mask, strict=True)
+        ]
+    return group
+
+
+@pytest.mark.parametrize(
+    ("loss", "is_cap", "clip_low", "clip_high"),
+    [
+        # r = 2 on every token. CISPO caps the weight at is_cap: 5 leaves it, 1.5 caps all 12.
+        ("cispo", 5.0, 0.0, 0.0),
+        ("cispo", 1.5, 0.0, 1.0),
+        # DAPO: r = 2 > 1 + 0.28 clips the tokens with A > 0 (completion A: 3 of 12 tokens);
+        # for A < 0 the clip from below needs r < 0.8, so it never fires
+        ("dapo", 5.0, 0.0, 0.25),
+    ],
+)
+def test_ratio_against_the_sampler_is_what_the_sampler_logprobs_say(
+    loss, is_cap, clip_low, clip_high
+):
+    trainer = Trainer(TrainerConfig(loss=loss, is_cap=is_cap, old_logprobs="sampler"))
+    group = sampled_at(trainer, make_group(), shift=math.log(2.0))
+    metrics = trainer.train_step([group])
+    assert metrics["train/ratio_mean"] == pytest.approx(2.0, rel=1e-4)
+    assert metrics["train/ratio_min"] == pytest.approx(2.0, rel=1e-4)
+    assert metrics["train/clip_frac_low"] == clip_low
+    assert metrics["train/clip_frac_high"] == pytest.approx(clip_high)
+    assert "sampling/is_ratio_mean" not in metrics  # old == sampler: nothing to compare
+
+
+def test_a_batch_sampled_one_version_ago_has_ratios_away_from_one():
+    trainer = Trainer(TrainerConfig(loss="cispo", lr=1e-3, old_logprobs="sampler"))
+    fresh = sampled_at(trainer, make_group())
+    assert trainer.train_step([fresh])["train/ratio_max"] == pytest.approx(1.0, abs=1e-5)
+    stale = sampled_at(trainer, make_group())  # sampled by version 1 ...
+    trainer.train_step([sampled_at(trainer, make_group())])  # ... the trainer moves to version 2
+    metrics = trainer.train_step([stale])
+    assert metrics["train/ratio_max"] > 1.001 or metrics["train/ratio_min"] < 0.999
+
+
+def test_old_logprobs_sampler_needs_sampler_logprobs():
+    trainer = Trainer(TrainerConfig(old_logprobs="sampler"))
+    metrics = trainer.train_step([make_group()])  # no sampler log-probs: the group is skipped
+    assert metrics["train/skipped_groups"] == 1
+
+
+@pytest.mark.parametrize(("mini_batches", "clipped"), [(1, False), (2, True)])
+def test_later_mini_batches_train_with_a_ratio_and_clip(mini_batches, clipped):
+    # two groups, one per mini-batch: the first update moves the weights (lr 0.03), so the second
+    # mini-batch's ratio against the log-probs recomputed before the first leaves 1 +- 0.2
+    trainer = Trainer(TrainerConfig(loss="dapo", lr=3e-2, mini_batches=mini_batches))
+    metrics = trainer.train_step(two_groups())
+    assert (metrics["train/clip_frac"] > 0) == clipped
+    assert trainer.scheduler.last_epoch == mini_batches  # one optimizer step per mini-batch
+    assert metrics["train/num_tokens"] == 24
+
+
+def test_the_lr_schedule_spans_every_optimizer_step():
+    # max_steps 2 train steps x 2 mini-batches = 4 optimizer steps of cosine; after the first
+    # train step (2 optimizer steps) the lr is half way: 0.5 * (1 + cos(pi * 2 / 4)) = 0.5
+    config = TrainerConfig(lr=1e-3, lr_schedule="cosine", max_steps=2, mini_batches=2)
+    trainer = Trainer(config)
+    trainer.train_step(two_groups())
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(0.5e-3)
+
+
 def test_nan_reward_group_is_skipped_and_counted():
     trainer = Trainer(TrainerConfig(lr=1e-3))
     before = trainable(trainer)
@@ -278,6 +357,8 @@ def test_a_step_with_only_bad_groups_is_a_skipped_step():
         ("dtype", "float8", "dtype must be one of"),
         ("max_tokens_per_microbatch", 0, "max_tokens_per_microbatch must be >= 1"),
         ("lora", LoraConfig(enabled=True, rank=0), "lora.rank must be >= 1"),
+        ("old_logprobs", "behaviour", r"old_logprobs must be one of \['sampler', 'recompute'\]"),
+        ("mini_batches", 0, "mini_batches must be >= 1, got 0"),
     ],
 )
 def test_bad_config_fails_at_start_naming_the_field(field, value, message):

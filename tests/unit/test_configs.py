@@ -85,3 +85,14 @@ def test_groups_free_form_args_and_hydra_flags_pass_the_key_check():
          "env.args.tictactoe.max_turns=3", "env.default_args.num_examples=4",
          "hydra.run.dir=/tmp/x", "inference.gpus=[0]"]
     )  # fmt: skip
+
+
+def test_tis_against_the_sampler_when_the_ratio_already_is_is_refused():
+    with pytest.raises(ValueError, match="with old_logprobs=sampler the ratio is already against"):
+        load_run_config(["+experiment=tictactoe_cispo", "trainer.tis_cap=2.0"])
+
+
+@pytest.mark.parametrize("experiment", ["tictactoe_cispo", "tictactoe_dapo", "tictactoe_grpo"])
+def test_the_tictactoe_recipes_take_the_ratio_against_the_sampler(experiment):
+    trainer = load_run_config([f"+experiment={experiment}"]).trainer
+    assert (trainer.old_logprobs, trainer.tis_cap) == ("sampler", None)

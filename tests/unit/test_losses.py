@@ -385,6 +385,23 @@ def test_combine_weights_by_tokens_and_takes_max_of_maxes():
     assert merged.num_tokens == 4
 
 
+def test_ratio_stats_by_hand():
+    # two tokens: logp - old = ln 2 and -ln 2 -> r = 2 and 0.5; mean 1.25; the padding is ignored
+    logp = torch.tensor([[math.log(2.0), -math.log(2.0), 9.0]], dtype=torch.float64)
+    old = torch.zeros(1, 3, dtype=torch.float64)
+    mask = torch.tensor([[True, True, False]])
+    _, stats = policy_loss("cispo", logp, old, torch.tensor([1.0]), mask)
+    assert (stats.ratio_mean, stats.ratio_min, stats.ratio_max) == pytest.approx((1.25, 0.5, 2.0))
+
+
+def test_combine_takes_min_of_ratio_mins():
+    a = LossStats(0, 0, 1, 1, 0, 0, 0, num_tokens=1, ratio_mean=2.0, ratio_min=2.0, ratio_max=2.0)
+    b = LossStats(0, 0, 1, 1, 0, 0, 0, num_tokens=3, ratio_mean=1.0, ratio_min=0.5, ratio_max=1.5)
+    merged = LossStats.combine([a, b])
+    assert merged.ratio_mean == pytest.approx(1.25)  # (2 * 1 + 1 * 3) / 4
+    assert (merged.ratio_min, merged.ratio_max) == (0.5, 2.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # KL penalty (k3)
 # ---------------------------------------------------------------------------------------------

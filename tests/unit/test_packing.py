@@ -11,6 +11,7 @@ from rlve.algorithms.packing import (
     build_train_batch,
     pack_by_token_budget,
     sequences_from_groups,
+    split_evenly,
 )
 from rlve.types import RolloutGroup, Trajectory
 
@@ -158,3 +159,13 @@ def test_rollout_without_sampled_tokens_counts_for_the_mean_but_is_not_trained()
     rollouts = [trajectory([1, 2], [0, 1], 1.0), trajectory([1, 3], [0, 0], 0.0)]
     result = sequences_from_groups([group(*rollouts)], std_normalize=False)
     assert [(s.token_ids, s.advantage) for s in result.sequences] == [([1, 2], 0.5)]
+
+
+def test_split_evenly_keeps_order_and_sizes_within_one():
+    sequences = [TrainSequence([1, i], [0, 1]) for i in range(5)]
+    parts = split_evenly(sequences, 2)
+    assert [len(p) for p in parts] == [2, 3]
+    assert [s for p in parts for s in p] == sequences
+    assert [len(p) for p in split_evenly(sequences, 9)] == [1] * 5  # never an empty part
+    with pytest.raises(ValueError, match="parts must be >= 1, got 0"):
+        split_evenly(sequences, 0)

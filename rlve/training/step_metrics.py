@@ -1,0 +1,55 @@
+"""The metrics of one RL train step, from the optimizer updates it took.
+
+A train step takes `num_iterations x mini_batches` updates. Per-update numbers (loss, gradient
+norm, entropy, lr, KL) are averaged over them; clip fractions and ratios are counted over every
+update's tokens, so a clip that acts only in later mini-batches still shows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from rlve.algorithms import LossStats
+from rlve.types import TrainBatch
+
+Update = tuple[dict[str, float], LossStats | None]
+"""one optimizer update: its per-update metrics, and its loss stats (None: a non-finite loss)"""
+
+
+def step_metrics(updates: Sequence[Update], sampler: bool, tis_masked: bool) -> dict[str, float]:
+    """train/* metrics of the step; with `sampler`, the trainer-vs-sampler sampling/* ones too
+    (`tis_masked`: also the share of tokens tis_mode="mask" dropped). An update with a
+    non-finite loss counts in the means (they become NaN) but not in the token statistics,
+    and the sampling/* metrics are left out of such a step."""
+    if not updates:
+        raise ValueError("a train step has at least one update")
+    metrics = {k: sum(m[k] for m, _ in updates) / len(updates) for k in updates[0][0]}
+    stats = LossStats.combine([s for _, s in updates if s is not None])
+    metrics.update({
+        "train/clip_frac": stats.clip_frac_low + stats.clip_frac_high,
+        "train/clip_frac_low": stats.clip_frac_low,
+        "train/clip_frac_high": stats.clip_frac_high,
+        "train/ratio_mean": stats.ratio_mean,
+        "train/ratio_min": stats.ratio_min,
+        "train/ratio_max": stats.ratio_max,
+    })  # fmt: skip
+    if sampler and all(s is not None for _, s in updates):
+        metrics["sampling/logprob_diff_mean"] = stats.logprob_diff_mean
+        metrics["sampling/logprob_diff_max"] = stats.logprob_diff_max
+        metrics["sampling/is_ratio_mean"] = stats.is_ratio_mean
+        metrics["sampling/is_ratio_max"] = stats.is_ratio_max
+        if tis_masked:
+            metrics["sampling/tis_masked_frac"] = stats.tis_masked_frac
+    return metrics
+
+
+def with_perf(
+    metrics: dict[str, float], batches: Sequence[TrainBatch], started: float, passes: int
+) -> dict[str, float]:
+    """`metrics` plus perf/train_s (since `started`, a perf_counter time) and the tokens per
+    second of `passes` forward/backward passes over `batches` (padding excluded)."""
+    elapsed = time.perf_counter() - started
+    micros = [m for b in batches for m in b.micro_batches]
+    tokens = sum(int(m.attention_mask.sum()) for m in micros) * passes
+    return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed}
