@@ -248,7 +248,8 @@ class RolloutConfig:
     max_tokens: int | None = None
     """most tokens per model turn; None = each environment's own default"""
     top_p: float = 1.0
-    """nucleus sampling mass; in (0, 1] (the temperature is `trainer.temperature`)"""
+    """nucleus mass; 1.0 (the trainer's log-probs are of the whole distribution; temperature:
+    `trainer.temperature`)"""
     max_concurrent: int = 256
     """most episodes in flight at once"""
     episode_time_limit_s: float | None = 600.0
@@ -275,7 +276,8 @@ class RolloutConfig:
             self.max_tokens is None or self.max_tokens >= 1,
             f"rollout.max_tokens must be None or >= 1, got {self.max_tokens}",
         )
-        require(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        require(self.top_p == 1.0, f"rollout.top_p must be 1.0, got {self.top_p}: vLLM's log-probs "
+                "would be the nucleus's, the trainer's the whole distribution's")  # fmt: skip
         require(
             self.max_concurrent >= 1,
             f"rollout.max_concurrent must be >= 1, got {self.max_concurrent}",
@@ -390,10 +392,6 @@ class RunConfig:
         self.logging.validate()
         require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
         if self.rollout.engine == "vllm":
-            check_placement(
-                self.trainer.device,
-                self.inference.gpus,
-                self.inference.tensor_parallel_size,
-                self.inference.weight_transport,
-                self.inference.gpu_memory_utilization,
-            )
+            i = self.inference
+            check_placement(self.trainer.device, i.gpus, i.tensor_parallel_size,
+                            i.weight_transport, i.gpu_memory_utilization)  # fmt: skip

@@ -31,7 +31,7 @@ from rlve.rollout.collector import BatchCollector, StepBatch
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
-from rlve.rollout.summary import summarize, weight_lag
+from rlve.rollout.summary import summarize, weight_lag, within_lag
 from rlve.training.checkpoint import latest_checkpoint
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.trainer import Trainer
@@ -115,8 +115,7 @@ def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> 
     metrics["perf/rollout_s"] = waited_s
     metrics["perf/generate_s"] = batch.generate_s
     metrics["perf/rollout_tokens_per_s"] = batch.sampled_tokens / max(batch.generate_s, 1e-9)
-    if sampler.controller is not None:
-        metrics.update(sampler.controller.metrics())
+    metrics.update(batch.curriculum)
     return metrics
 
 
@@ -208,9 +207,12 @@ def _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next
             if async_level == 1:
                 pending = collector.submit()  # generates step n+1 while step n trains
             metrics = step_metrics(batch, collector.sampler, waited_s)
+            groups = batch.groups
             if hasattr(engine, "push_weights"):  # its weights come from this trainer: check it
-                metrics.update(weight_lag(batch.groups, trainer.version))
-            metrics.update(trainer.train_step(batch.groups))
+                metrics.update(weight_lag(groups, trainer.version))
+                groups, stale = within_lag(groups, trainer.version, async_level)
+                metrics["batch/stale_groups_dropped"] = float(stale)
+            metrics.update(trainer.train_step(groups))
             if async_level == 1:
                 pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version
             sync_s = 0.0

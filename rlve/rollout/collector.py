@@ -37,6 +37,9 @@ class StepBatch:
     generate_s: float
     sampler_state: dict[str, Any] = field(default_factory=dict)
     """the problem sampler's state right after this batch: where a resumed run continues"""
+    curriculum: dict[str, float] = field(default_factory=dict)
+    """the controller's metrics right after this batch, taken in the thread that moves the
+    windows (reading them from another thread while a batch is collected is a race)"""
 
     @property
     def effective_prompt_ratio(self) -> float:
@@ -73,22 +76,24 @@ class BatchCollector:
         kept: list[RolloutGroup] = []
         played: list[RolloutGroup] = []
         rounds = 0
-        max_rounds = 1 + (self.config.max_refills if self.config.dynamic_sampling else 0)
+        dynamic = self.config.dynamic_sampling
+        max_rounds = 1 + (self.config.max_refills if dynamic else 0)
         while len(kept) < need and rounds < max_rounds:
             missing = need - len(kept)
-            ask = missing if rounds == 0 else math.ceil(missing * self.config.oversample)
+            ask = math.ceil(missing * self.config.oversample) if dynamic else missing
             groups = self._play(ask)
             rounds += 1
             self.sampler.observe(groups)
             self._shape_overlong(groups)
             played += groups
-            kept += filter_groups(groups).kept if self.config.dynamic_sampling else groups
+            kept += filter_groups(groups).kept if dynamic else groups
         return StepBatch(
             groups=kept[:need],
             played=played,
             rounds=rounds,
             generate_s=time.perf_counter() - started,
             sampler_state=self.sampler.state_dict(),
+            curriculum=self.sampler.controller.metrics() if self.sampler.controller else {},
         )
 
     def _play(self, count: int) -> list[RolloutGroup]:

@@ -79,3 +79,13 @@ def weight_lag(groups: Sequence[RolloutGroup], version: int) -> dict[str, float]
         "sampling/weight_lag_mean": sum(lags) / len(lags),
         "sampling/weight_lag_max": max(lags),
     }
+
+
+def within_lag(
+    groups: Sequence[RolloutGroup], version: int, max_lag: int
+) -> tuple[list[RolloutGroup], int]:
+    """The groups every rollout of which was sampled at most `max_lag` versions behind
+    `version`, and how many groups were older than that (dropped: off-policy beyond what the
+    run allows)."""
+    kept = [g for g in groups if all(version - t.weight_version <= max_lag for t in g.trajectories)]
+    return kept, len(groups) - len(kept)

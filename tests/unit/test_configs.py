@@ -96,3 +96,8 @@ def test_tis_against_the_sampler_when_the_ratio_already_is_is_refused():
 def test_the_tictactoe_recipes_take_the_ratio_against_the_sampler(experiment):
     trainer = load_run_config([f"+experiment={experiment}"]).trainer
     assert (trainer.old_logprobs, trainer.tis_cap) == ("sampler", None)
+
+
+def test_nucleus_sampling_in_training_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="rollout.top_p must be 1.0, got 0.9: vLLM's log-probs"):
+        load_run_config(["rollout.top_p=0.9"])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlve.rollout.summary import weight_lag
+from rlve.rollout.summary import weight_lag, within_lag
 from rlve.types import RolloutGroup, Trajectory
 
 
@@ -29,3 +29,11 @@ def test_on_policy_batch_has_zero_lag_and_no_groups_give_no_metrics():
 def test_a_rollout_from_newer_weights_than_the_trainer_is_refused():
     with pytest.raises(ValueError, match="weights version 7, but the trainer is at version 5"):
         weight_lag([group(5, 7)], version=5)
+
+
+def test_groups_older_than_the_allowed_lag_are_dropped_and_counted():
+    # trainer at version 5, async_level 1: lag 0 and 1 pass, a group with one lag-2 rollout goes
+    fresh, one_behind, too_old = group(5, 5), group(4, 4), group(4, 3)
+    kept, dropped = within_lag([fresh, too_old, one_behind], version=5, max_lag=1)
+    assert (kept, dropped) == ([fresh, one_behind], 1)
+    assert within_lag([one_behind], version=5, max_lag=0) == ([], 1)

@@ -1,0 +1,54 @@
+"""Collecting a step's groups: how many dynamic sampling asks for, and the curriculum metrics
+the batch carries."""
+
+import math
+import random
+
+import rlve
+from rlve.config import RolloutConfig
+from rlve.curriculum import DifficultyController
+from rlve.inference.scripted import ScriptedEngine
+from rlve.loop import step_metrics
+from rlve.rollout.collector import BatchCollector
+from rlve.rollout.episode import EpisodeSettings
+from rlve.rollout.problems import ProblemSampler
+
+
+def guesser(messages, rng: random.Random) -> str:
+    return f"<answer>{rng.randint(0, 9)}</answer>"
+
+
+def collector(**rollout) -> BatchCollector:
+    env = rlve.load_environment("rlve/sorting", num_examples=4, sandbox=False)
+    sampler = ProblemSampler({"rlve/sorting": env}, controller=DifficultyController(), seed=0)
+    config = RolloutConfig(engine="scripted", group_size=2, **rollout)
+    return BatchCollector(ScriptedEngine(guesser), sampler, config, EpisodeSettings())
+
+
+def test_dynamic_sampling_oversamples_from_the_first_round():
+    # 2 groups wanted, oversample 3: the first (and here only) round plays ceil(2 * 3) = 6
+    c = collector(groups_per_step=2, dynamic_sampling=True, oversample=3.0, max_refills=0)
+    batch = c.collect()
+    c.close()
+    assert (batch.rounds, len(batch.played)) == (1, math.ceil(2 * 3.0))
+    assert len(batch.groups) <= 2
+
+
+def test_without_dynamic_sampling_exactly_the_step_is_played():
+    c = collector(groups_per_step=3, oversample=3.0)
+    batch = c.collect()
+    c.close()
+    assert len(batch.played) == len(batch.groups) == 3
+
+
+def test_step_metrics_report_the_curriculum_as_it_was_when_the_batch_was_made():
+    c = collector(groups_per_step=2)
+    batch = c.collect()
+    c.close()
+    assert batch.curriculum["curriculum/rlve/sorting/high"] == 0.0
+    # the next batch, collected in the background, meets a new environment meanwhile: the
+    # metrics of this step must not iterate the live windows (a race), nor report the new one
+    c.sampler.controller.env_window("rlve/other")
+    metrics = step_metrics(batch, c.sampler, waited_s=0.0)
+    assert "curriculum/rlve/sorting/high" in metrics
+    assert not any(key.startswith("curriculum/rlve/other") for key in metrics)
