@@ -58,13 +58,16 @@ class LoraConfig:
     dropout: float = 0.0
     """dropout on the adapter's input while training; in [0, 1)"""
     target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
-    """names of the linear layers that get adapters (Qwen/Llama naming); at least one"""
+    """last names of the linear layers that get adapters (default: Qwen/Llama naming; LFM2 has
+    in_proj, out_proj, w1-w3), or ["all-linear"]; one that matches no layer is an error"""
 
     def validate(self) -> None:
         require(self.rank >= 1, f"lora.rank must be >= 1, got {self.rank}")
         require(self.alpha > 0, f"lora.alpha must be > 0, got {self.alpha}")
         require(0.0 <= self.dropout < 1.0, f"lora.dropout must be in [0, 1), got {self.dropout}")
-        require(len(self.target_modules) > 0, "lora.target_modules must name at least one module")
+        targets = list(self.target_modules)
+        require(len(targets) > 0 and ("all-linear" not in targets or len(targets) == 1),
+                f"lora.target_modules: names, or 'all-linear' alone; got {targets}")  # fmt: skip
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Loading a model and its tokenizer by name ("tiny", a local directory, a hub id), and LoRA.
+"""Loading a model and its tokenizer by name ("tiny", a local directory, a hub id).
 
 "tiny" resolves to the embedded default (`rlve.models.tiny`), built on first use; a local
 directory is used as is; any other name goes to the hub, for machines that can reach one.
@@ -77,18 +77,3 @@ def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> Pr
     except (OSError, ValueError) as error:
         raise _load_error("model", name, path, error) from error
     return model.to(device)
-
-
-def with_lora(model: PreTrainedModel, lora) -> PreTrainedModel:
-    """`model` with peft LoRA adapters (`lora`: rlve.config.LoraConfig) on its target modules."""
-    from peft import LoraConfig as PeftLoraConfig
-    from peft import get_peft_model
-
-    peft_config = PeftLoraConfig(
-        r=lora.rank,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules),
-        task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, peft_config)

@@ -76,7 +76,10 @@ class Trainer:
             base.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        self.model = with_lora(base, config.lora) if config.lora.enabled else base
+        self.model = base
+        if config.lora.enabled:
+            self.model, coverage = with_lora(base, config.lora)
+            logger.info("%s", coverage)
         self.causal_lm = base  # peft injects its layers into base, so this runs with LoRA on
         self.model.train()
         self.reference: nn.Module | None = None
