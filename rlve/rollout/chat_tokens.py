@@ -17,6 +17,11 @@ from rlve.types import Message
 _PROBE = "\x00rlve-probe\x00"
 
 
+class ChatTemplateError(ValueError):
+    """The chat template cannot give the tokens of a reply on their own: the episode that needs
+    them ends (stop reason `chat_template`), the batch goes on."""
+
+
 class ChatTokens:
     """Turns a chat template into prompt tokens and per-reply continuation tokens."""
 
@@ -30,17 +35,22 @@ class ChatTokens:
         self._base = [{"role": "user", "content": "."}, {"role": "assistant", "content": _PROBE}]
         rendered = self._render(self._base, generation_prompt=False)
         if _PROBE not in rendered:
-            raise ValueError("the chat template does not render assistant content verbatim")
+            raise ChatTemplateError("the chat template does not render assistant content verbatim")
         # What the template writes after an assistant's content to close its turn (ChatML:
         # "<|im_end|>\n"). A sampled turn that stopped on the end-of-turn token already holds the
         # start of it; the rest is added, masked, before the environment's reply.
-        self.turn_end_ids = self._encode(rendered.split(_PROBE, 1)[1])
-        self._base_text = rendered
+        self._turn_end = rendered.split(_PROBE, 1)[1]
+        self.turn_end_ids = self._encode(self._turn_end)
 
     def _render(self, messages: list[Message], generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt
-        )
+        try:
+            return self.tokenizer.apply_chat_template(
+                messages, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt
+            )
+        except Exception as exc:  # a template may raise on any conversation it does not expect
+            raise ChatTemplateError(
+                f"the chat template failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -51,11 +61,19 @@ class ChatTokens:
 
     def reply_ids(self, completion_ids: list[int], reply: list[Message]) -> list[int]:
         """Tokens to append after a sampled completion: the rest of its end-of-turn marker, the
-        environment's reply messages, and the next generation prompt."""
+        environment's reply messages, and the next generation prompt.
+
+        The reply is rendered after a fixed one-turn conversation, never after the real history,
+        and only what follows that turn's closing marker is taken: a template that rewrites
+        earlier turns when more follow (Qwen3 drops their `<think>` blocks) changes nothing here.
+        """
         full = self._render(self._base + list(reply), generation_prompt=True)
-        if not full.startswith(self._base_text):
-            raise ValueError("the chat template re-renders earlier turns when messages are added")
-        return self._turn_end_rest(completion_ids) + self._encode(full[len(self._base_text) :])
+        _, found, after = full.partition(_PROBE)
+        if not found or not after.startswith(self._turn_end):
+            raise ChatTemplateError(
+                "the chat template closes an assistant turn differently when messages follow it"
+            )
+        return self._turn_end_rest(completion_ids) + self._encode(after[len(self._turn_end) :])
 
     def _turn_end_rest(self, completion_ids: list[int]) -> list[int]:
         """The part of the end-of-turn marker that the completion does not already end with."""

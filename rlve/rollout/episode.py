@@ -4,7 +4,8 @@ The loop, per turn: check the stop conditions; sample the model's turn (from tok
 engine has a tokenizer); let the environment answer. The environment's reply is tokenized only
 when another model turn follows, so the trajectory ends on the last sampled token. Whatever the
 model writes, the episode ends normally; an error inside the environment ends it with stop
-reason `env_error` and is counted, a time-out with `timeout`.
+reason `env_error` and is counted, a chat template that cannot tokenize a reply on its own with
+`chat_template` (counted too), a time-out with `timeout`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from rlve.envs.base import Environment, State
 from rlve.inference.engine import Engine, GenerationRequest, SamplingConfig
-from rlve.rollout.chat_tokens import ChatTokens
+from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
 from rlve.types import Example, Message, Trajectory
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,10 @@ async def play_episode(
         log.warning("environment %s failed in an episode: %s", env.name, failure)
         state["env_error"] = str(failure)
         reason = "env_error"
+    except ChatTemplateError as failure:
+        log.warning("episode of %s ended: %s", env.name, failure)
+        state["chat_template_error"] = str(failure)
+        reason = "chat_template"
     finally:
         try:
             await env.cleanup_state(state)

@@ -71,6 +71,8 @@ async def play_group(
         trajectory.errors = dict(score.errors)
         if "env_error" in state:
             trajectory.errors["env_response"] = 1
+        if "chat_template_error" in state:
+            trajectory.errors["chat_template"] = 1
         trajectory.metrics = {**score.metrics, **env.episode_metrics(state)}
     return RolloutGroup(
         example_id=job.example.example_id,
