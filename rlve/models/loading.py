@@ -1,7 +1,8 @@
 """Loading a model and its tokenizer by name ("tiny", a local directory, a hub id).
 
-"tiny" resolves to the embedded default (`rlve.models.tiny`), built on first use; a local
-directory is used as is; any other name goes to the hub, for machines that can reach one.
+"tiny" resolves to the embedded default (`rlve.models.tiny`) and "smollm2-135m" to SmolLM2 from
+its GGUF package (`rlve.models.smollm2`), each built on first use; a local directory is used as
+is; any other name goes to the hub, for machines that can reach one.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from rlve.models.smollm2 import SMOLLM2_NAME, smollm2_path
 from rlve.models.tiny import TINY_MARKER_FILE, TINY_MODEL_NAME, tiny_model_path
 
 
 def resolve_model_path(name: str) -> str:
-    """ "tiny" -> the built-in model's directory; a local directory -> itself; else name as is."""
+    """A model built here ("tiny", "smollm2-135m") -> its directory in the model cache (built on
+    first use); a local directory -> itself; any other name (a hub id) as is."""
     if name == TINY_MODEL_NAME:
         return tiny_model_path()
+    if name == SMOLLM2_NAME:
+        return smollm2_path()
     local = os.path.expanduser(name)
     if os.path.isdir(local):
         return local

@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 
+from rlve.models.cache import build_once, model_cache_dir
 from rlve.models.tiny_tokenizer import build_tiny_tokenizer
 
 TINY_MODEL_NAME = "tiny"
@@ -135,46 +134,16 @@ def build_tiny_model(path: str, config: TinyModelConfig = TinyModelConfig()) -> 
     return path
 
 
-def tiny_model_cache_dir() -> str:
-    """Where built models live: $RLVE_CACHE/models, else ~/.cache/rlve/models."""
-    root = os.environ.get("RLVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rlve")
-    return os.path.join(root, "models")
-
-
 def tiny_model_dirname(config: TinyModelConfig) -> str:
     """`tiny-<12 hex>`: a hash of the config and BUILDER_VERSION, so a change gets a new entry."""
     key = json.dumps({"builder_version": BUILDER_VERSION, **asdict(config)}, sort_keys=True)
     return "tiny-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def _is_built(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "model.safetensors"))
-
-
 def tiny_model_path(
     config: TinyModelConfig = TinyModelConfig(), cache_dir: str | None = None
 ) -> str:
-    """The directory of the tiny model for this config, built on first use.
-
-    cache_dir holds the built models (default: tiny_model_cache_dir()). The model is built in a
-    temporary sibling folder and renamed into place, and a rename onto a non-empty folder fails,
-    so processes racing here each build, one wins, and nobody ever sees a half-written model.
-    """
-    cache_dir = cache_dir or tiny_model_cache_dir()
-    final_path = os.path.join(cache_dir, tiny_model_dirname(config))
-    if _is_built(final_path):
-        return final_path
-    os.makedirs(cache_dir, exist_ok=True)
-    build_path = tempfile.mkdtemp(prefix=f".{os.path.basename(final_path)}.", dir=cache_dir)
-    try:
-        os.chmod(build_path, 0o755)  # mkdtemp's 0o700 would hide a shared cache from others
-        build_tiny_model(build_path, config)
-        os.replace(build_path, final_path)
-    except OSError:
-        if not os.path.isdir(final_path):
-            raise  # a real failure, not a lost race
-    finally:
-        shutil.rmtree(build_path, ignore_errors=True)  # gone already when the rename succeeded
-    if not _is_built(final_path):
-        raise RuntimeError(f"{final_path} exists but holds no model.safetensors; delete it")
-    return final_path
+    """The directory of the tiny model for this config, built on first use (`build_once`);
+    cache_dir holds the built models (default: model_cache_dir())."""
+    final_path = os.path.join(cache_dir or model_cache_dir(), tiny_model_dirname(config))
+    return build_once(final_path, lambda path: build_tiny_model(path, config))

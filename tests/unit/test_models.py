@@ -17,8 +17,8 @@ from rlve.models import (
     build_tiny_model,
     load_causal_lm,
     load_tokenizer,
+    model_cache_dir,
     resolve_model_path,
-    tiny_model_cache_dir,
     tiny_model_dirname,
     tiny_model_path,
 )
@@ -279,10 +279,10 @@ def test_cache_key_changes_with_the_config():
 
 def test_cache_dir_follows_rlve_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("RLVE_CACHE", str(tmp_path))
-    assert tiny_model_cache_dir() == os.path.join(tmp_path, "models")
+    assert model_cache_dir() == os.path.join(tmp_path, "models")
     monkeypatch.delenv("RLVE_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert tiny_model_cache_dir() == os.path.join(tmp_path, ".cache", "rlve", "models")
+    assert model_cache_dir() == os.path.join(tmp_path, ".cache", "rlve", "models")
 
 
 def test_resolve_model_path(tiny_dir, tmp_path, monkeypatch):
