@@ -1,8 +1,8 @@
 """The RL loop behind `python -m rlve.train`, top to bottom: build the pieces, step, checkpoint.
 
 Each step: the inference worker (vLLM) plays rollout groups of problems drawn from the
-environments (dynamic sampling drops groups without signal and draws more), the trainer takes one
-optimizer step on them, the new weights go back into vLLM, metrics go to metrics.jsonl / W&B /
+environments (dynamic sampling drops groups without signal and draws more), the trainer takes its
+optimizer step(s) on them, the new weights go back into vLLM, metrics go to metrics.jsonl / W&B /
 the console, and every `save_every` steps a checkpoint (weights, optimizer, rng, data position,
 curriculum) is written atomically. With `rollout.async_level=1` the next batch is generated while
 the trainer trains on this one (one step off-policy; the sampler's log-probs feed the importance

@@ -130,8 +130,8 @@ def split_evenly(sequences: Sequence[TrainSequence], parts: int) -> list[list[Tr
     the mini-batches of a train step. Example: 5 sequences, 2 parts -> sizes [2, 3]."""
     if parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
-    count = min(parts, len(sequences))
     n = len(sequences)
+    count = min(parts, n)
     return [list(sequences[i * n // count : (i + 1) * n // count]) for i in range(count)]
 
 

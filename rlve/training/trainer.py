@@ -149,7 +149,9 @@ class Trainer:
             self._build_batch(part) for part in split_evenly(grouped.sequences, config.mini_batches)
         ]
         recompute = len(batches) > 1 or config.num_iterations > 1
-        for batch in batches:  # every old log-prob before the first update changes the weights
+        for (
+            batch
+        ) in batches:  # all old log-probs are taken before the first update moves the weights
             if config.old_logprobs == "sampler":
                 for micro in batch.micro_batches:
                     micro.old_logprobs = micro.sampler_logprobs
