@@ -149,9 +149,8 @@ class Trainer:
             self._build_batch(part) for part in split_evenly(grouped.sequences, config.mini_batches)
         ]
         recompute = len(batches) > 1 or config.num_iterations > 1
-        for (
-            batch
-        ) in batches:  # all old log-probs are taken before the first update moves the weights
+        # all old log-probs are taken before the first update moves the weights
+        for batch in batches:
             if config.old_logprobs == "sampler":
                 for micro in batch.micro_batches:
                     micro.old_logprobs = micro.sampler_logprobs
