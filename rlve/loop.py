@@ -127,9 +127,18 @@ def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> 
 StepCallback = Callable[[int, Trainer, Any, dict[str, float]], None]
 """on_step(step, trainer, engine, metrics): called after each step's weight push"""
 
+StartCallback = Callable[[Trainer, Any], None]
+"""on_start(trainer, engine): called once the engine serves the trainer's weights, before step 1"""
 
-def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
-    """Run (or resume) a training run; returns its directory."""
+
+def train(
+    config: RunConfig, on_step: StepCallback | None = None, on_start: StartCallback | None = None
+) -> Path:
+    """Run (or resume) a training run; returns its directory.
+
+    The callbacks see the live trainer and engine, e.g. to evaluate the model before the first
+    step and after the last one on the engine the run already started.
+    """
     config.validate()
     run_dir = Path(config.output_dir)
     checkpoints = run_dir / "checkpoints"
@@ -175,6 +184,8 @@ def train(config: RunConfig, on_step: StepCallback | None = None) -> Path:
     try:
         if latest and hasattr(engine, "push_weights"):
             engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
+        if on_start is not None:
+            on_start(trainer, engine)
         _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next_batch)
         trainer.export(str(run_dir / "model"))
     except Exception:
