@@ -185,7 +185,7 @@ def panels_present(rows: MetricRows) -> list[Panel]:
 # ---------------------------------------------------------------- figures
 
 
-def _figure(num_panels: int, columns: int):
+def figure_grid(num_panels: int, columns: int):
     # The object API with an Agg canvas: no pyplot state, no global backend switch.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -199,7 +199,7 @@ def _figure(num_panels: int, columns: int):
     return figure, axes[:num_panels]
 
 
-def _finish(ax, title: str) -> None:
+def finish_axes(ax, title: str) -> None:
     if not ax.get_title():
         ax.set_title(title, fontsize=10)
     ax.set_xlabel("step")
@@ -213,10 +213,10 @@ def plot_dashboard(rows: MetricRows, out_path: str | Path, smooth: int = 1) -> l
     panels = panels_present(rows)
     if not panels:
         raise ValueError("no dashboard metric was logged (nothing to plot)")
-    figure, axes = _figure(len(panels), columns=2 if len(panels) > 1 else 1)
+    figure, axes = figure_grid(len(panels), columns=2 if len(panels) > 1 else 1)
     for ax, panel in zip(axes, panels, strict=True):
         panel.draw(ax, rows, panel, smooth)
-        _finish(ax, panel.title)
+        finish_axes(ax, panel.title)
     title = f"smoothed over {smooth} steps" if smooth > 1 else ""
     if title:
         figure.suptitle(title, fontsize=9)
@@ -231,9 +231,9 @@ def plot_metrics(rows: MetricRows, names: list[str], out_path: str | Path,
     if missing:
         logged = sorted({k for row in rows for k in row} - {"step"})
         raise ValueError(f"metrics never logged: {missing}; logged: {logged}")
-    figure, (ax,) = _figure(1, columns=1)
+    figure, (ax,) = figure_grid(1, columns=1)
     _draw_lines(ax, rows, Panel("custom", "", tuple(names), _draw_lines), smooth)
-    _finish(ax, ", ".join(names))
+    finish_axes(ax, ", ".join(names))
     figure.savefig(out_path)
     return names
 

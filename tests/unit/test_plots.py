@@ -140,3 +140,37 @@ def test_the_command_exits_2_without_a_metrics_file(tmp_path, capsys):
         main([str(tmp_path / "missing_run")])
     assert exit_info.value.code == 2
     assert "no metrics file at" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- arms over seeds
+
+
+def seed_run(path, rewards):
+    path.mkdir(parents=True)
+    lines = [json.dumps({"step": i + 1, "reward/mean": r}) for i, r in enumerate(rewards)]
+    (path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_seed_band_is_the_mean_and_range_over_runs_on_shared_steps(tmp_path):
+    from rlve.cli.compare import seed_band
+
+    runs = [seed_run(tmp_path / "a", [0.1, 0.2, 0.3]), seed_run(tmp_path / "b", [0.3, 0.4])]
+    steps, mean, low, high = seed_band(runs, "reward/mean", smooth=1)
+    assert steps.tolist() == [1, 2]  # run b stopped after step 2
+    assert mean.tolist() == pytest.approx([0.2, 0.3])
+    assert low.tolist() == pytest.approx([0.1, 0.2]) and high.tolist() == pytest.approx([0.3, 0.4])
+
+
+def test_compare_runs_writes_one_panel_per_metric_and_names_a_missing_run(tmp_path, capsys):
+    from rlve.cli.compare import main as compare_main
+
+    a = [seed_run(tmp_path / f"a{i}", [0.1 * i, 0.2, 0.3]) for i in range(3)]
+    b = [seed_run(tmp_path / f"b{i}", [0.0, 0.1, 0.1 * i]) for i in range(3)]
+    out = tmp_path / "arms.png"
+    argv = ["--arm", "adaptive", *map(str, a), "--arm", "static", *map(str, b)]
+    compare_main([*argv, "--metrics", "reward/mean", "--out", str(out)])
+    assert png_size(out)[0] == 650  # one column of 6.5 in at 100 dpi
+    with pytest.raises(SystemExit):
+        compare_main(["--arm", "x", str(tmp_path / "nowhere"), "--metrics", "m", "--out", str(out)])
+    assert "arm 'x': no metrics.jsonl" in capsys.readouterr().err
