@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint format bench clean
+.PHONY: setup demo recipe curriculum test lint format bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,6 +22,14 @@ setup: $(STAMP)
 
 demo: setup
 	$(PY) -m rlve.cli.demo
+
+# The tic-tac-toe recipe with 3 seeds (teacher -> SFT -> CISPO, evaluated before and after).
+recipe: setup
+	$(PY) -m rlve.cli.recipe --seeds 0 1 2 --out runs/recipe
+
+# Adaptive difficulty against a static range on rlve-gym/Sorting, 3 seeds per arm.
+curriculum: setup
+	$(PY) -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum
 
 lint: setup
 	$(VENV)/bin/ruff format --check rlve tests scripts

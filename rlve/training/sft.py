@@ -122,6 +122,24 @@ def tictactoe_teacher_data(
     return teacher_games(env, engine, num_games, tokenizer, seed, keep=_won_or_drew_cleanly)
 
 
+def reference_answer_data(
+    env: Environment, tokenizer, difficulties: Sequence[int], per_difficulty: int, seed: int = 0
+) -> list[SftSequence]:
+    """SFT data from a generated environment's own solutions: fresh problems at each difficulty,
+    answered `<answer>reference</answer>` (no reasoning), in the student's chat format."""
+    sequences = []
+    for difficulty in difficulties:
+        for i in range(per_difficulty):
+            example = env.make_example(seed=seed * 1_000_003 + difficulty * 10_007 + i,
+                                       difficulty=difficulty)  # fmt: skip
+            if not example.answer:
+                raise ValueError(f"{env.name} gave no reference answer at difficulty {difficulty}")
+            answer = [{"role": "assistant", "content": f"<answer>{example.answer}</answer>"}]
+            ids, mask = conversation_tokens(tokenizer, example.prompt, answer, env.tool_schemas)
+            sequences.append(SftSequence(ids, mask, 1.0))
+    return sequences
+
+
 def _won_or_drew_cleanly(t: Trajectory) -> bool:
     """The recipe's filter for tic-tac-toe teacher games: win reward > 0 and format 1."""
     return t.metrics["reward/win_reward"] > 0 and t.metrics["game/format"] == 1.0

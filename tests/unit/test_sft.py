@@ -46,3 +46,20 @@ def test_sft_warmup_lowers_the_loss_and_exports_a_loadable_model(tiny_tokenizer,
     assert load_causal_lm(str(path)) is not None
     text = "<move>4</move> ünïcödé"
     assert load_tokenizer(str(path)).decode(tiny_tokenizer.encode(text)) == text
+
+
+def test_reference_answers_of_a_generated_environment_are_masked_answer_turns(tiny_tokenizer):
+    from rlve.training.sft import reference_answer_data
+
+    env = rlve.load_environment("rlve-gym/Sorting", num_examples=1, sandbox=False)
+    data = reference_answer_data(env, tiny_tokenizer, difficulties=[0, 2], per_difficulty=3)
+    assert len(data) == 6
+    learned = [
+        tiny_tokenizer.decode([i for i, m in zip(d.token_ids, d.loss_mask, strict=True) if m])
+        for d in data
+    ]
+    # the learned tokens are exactly the answer turn (and its end-of-turn token)
+    sorted_lists = [text.split("<answer>")[1].split("</answer>")[0].split() for text in learned]
+    assert all(s == sorted(s, key=int) for s in sorted_lists)
+    assert [len(s) for s in sorted_lists] == [3, 3, 3, 5, 5, 5]  # 3 + difficulty numbers
+    assert all(text.startswith("<answer>") for text in learned)
