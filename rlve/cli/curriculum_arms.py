@@ -2,12 +2,13 @@
 
     python -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum
 
-1. A short SFT warm-up of the embedded tiny model on rlve-gym/Sorting's own solutions at the
-   lowest difficulties (the output contract; shared by every run, written once).
+1. A short SFT warm-up of the embedded tiny model on rlve/multiplication's own solutions at the
+   lowest difficulty (the output contract; shared by every run, written once).
 2. Two arms from that model, each with every seed and the same steps and rollouts per step:
-   `+experiment=sorting_adaptive` (the RLVE window) and `+experiment=sorting_static` (difficulty
-   uniform over 0-7). Each arm is one `python -m rlve.train` command; the commands are printed.
-3. After the last step, on the run's own engine: accuracy at every difficulty 0-7 (fresh problems
+   `+experiment=multiplication_adaptive` (the RLVE window) and `+experiment=multiplication_static`
+   (difficulty uniform over 0-3). Each arm is one `python -m rlve.train` command; the commands
+   are printed.
+3. After the last step, on the run's own engine: accuracy at every difficulty 0-3 (fresh problems
    never trained on, the same for every run, at the training temperature).
 4. A table (mean [min-max] over seeds) and plots: effective prompt ratio and reward over steps,
    the adaptive window, accuracy per difficulty. Finished runs are skipped when started again.
@@ -20,16 +21,16 @@ import json
 import shutil
 from pathlib import Path
 
-ENV = "rlve-gym/Sorting"
+ENV = "rlve/multiplication"
 ARMS = ("adaptive", "static")
-EVAL_DIFFICULTIES = tuple(range(8))
+EVAL_DIFFICULTIES = tuple(range(4))
 EVAL_PROBLEMS = 32
 """problems per difficulty in the final evaluation"""
 EVAL_SEED = 777_000
 """seed of the evaluation problems (the training runs draw theirs from other seeds)"""
-SFT_DIFFICULTIES = (0, 1)
-SFT_PER_DIFFICULTY = 400
-SFT_STEPS = 300
+SFT_DIFFICULTIES = (0,)
+SFT_PER_DIFFICULTY = 800
+SFT_STEPS = 400
 
 
 def sft_model(out: Path) -> Path:
@@ -76,9 +77,16 @@ def run_arm(model: Path, arm: str, seed: int, run_dir: Path) -> dict:
     if done.exists():
         return json.loads(done.read_text())
     shutil.rmtree(run_dir, ignore_errors=True)
-    overrides = [f"+experiment=sorting_{arm}", f"trainer.model={model}", f"trainer.seed={seed}",
-                 f"env.seed={seed}", f"inference.seed={seed}", f"output_dir={run_dir}",
-                 f"run_name=sorting_{arm}_seed{seed}", "logging.wandb_mode=disabled"]  # fmt: skip
+    overrides = [
+        f"+experiment=multiplication_{arm}",
+        f"trainer.model={model}",
+        f"trainer.seed={seed}",
+        f"env.seed={seed}",
+        f"inference.seed={seed}",
+        f"output_dir={run_dir}",
+        f"run_name=multiplication_{arm}_seed{seed}",
+        "logging.wandb_mode=disabled",
+    ]
     print("python -m rlve.train " + " ".join(overrides))
     config = load_run_config(overrides)
     result: dict = {"arm": arm, "seed": seed}

@@ -1,0 +1,39 @@
+"""The recipe's table: mean and range over seeds, per stage and opponent."""
+
+from rlve.cli.recipe import DEMO, RECIPE, results_table, rl_overrides
+from rlve.train import load_run_config
+
+
+def summary(win, draw, loss, invalid, fmt=1.0):
+    return {"game/win": win, "game/draw": draw, "game/loss": loss, "game/invalid": invalid,
+            "game/format": fmt}  # fmt: skip
+
+
+def result(draw_vs_optimal, invalid):
+    stage = {"optimal": summary(0.0, draw_vs_optimal, 1 - draw_vs_optimal, invalid),
+             "random": summary(0.8, 0.1, 0.1, invalid / 2)}  # fmt: skip
+    return {"teacher": stage, "sft": stage, "rl": stage}
+
+
+def test_the_table_shows_the_mean_and_the_range_over_seeds():
+    table = results_table([result(0.5, 0.2), result(0.7, 0.4)]).splitlines()
+    assert table[0].startswith("| model | vs optimal W/D/L % | vs random W/D/L %")
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| teacher", "| SFT student",
+                                                          "| RL student"]  # fmt: skip
+    cells = table[2].split(" | ")
+    assert cells[1] == "0.0 [0.0-0.0] / 60.0 [50.0-70.0] / 40.0 [30.0-50.0]"
+    assert cells[3] == "30.0 [20.0-40.0] / 15.0 [10.0-20.0]"  # invalid: optimal / random
+
+
+def test_one_seed_shows_plain_numbers():
+    assert "| 0.0 / 50.0 / 50.0 |" in results_table([result(0.5, 0.2)])
+
+
+def test_the_rl_run_is_the_cispo_experiment_scaled_down(tmp_path):
+    config = load_run_config(rl_overrides(tmp_path / "model", tmp_path / "rl", RECIPE, seed=2))
+    config.validate()
+    assert config.trainer.loss == "cispo" and not config.trainer.lora.enabled
+    assert config.trainer.max_steps == RECIPE.rl_steps and config.env.seed == 2
+    assert config.env.args["tictactoe"]["seed"] == 2
+    assert config.rollout.groups_per_step * config.rollout.group_size == 128
+    assert DEMO.rl_steps < RECIPE.rl_steps and DEMO.sft_steps < RECIPE.sft_steps
