@@ -68,6 +68,29 @@ def accuracy_by_difficulty(engine, temperature: float, max_tokens: int) -> dict[
     return accuracy
 
 
+def sft_accuracy(out: Path, model: Path) -> dict:
+    """The starting point's accuracy per difficulty, on its own engine (cached)."""
+    from rlve.config import InferenceConfig
+    from rlve.inference.vllm_engine import VLLMEngine
+    from rlve.models import load_tokenizer
+    from rlve.rollout.records import write_text_atomically
+    from rlve.train import load_run_config
+
+    path = out / "sft_accuracy.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    config = load_run_config(["+experiment=multiplication_adaptive"])
+    engine = VLLMEngine(str(model), load_tokenizer(str(model)), InferenceConfig(max_model_len=512))
+    try:
+        accuracy = accuracy_by_difficulty(
+            engine, config.trainer.temperature, config.rollout.max_tokens
+        )
+    finally:
+        engine.shutdown()
+    write_text_atomically(path, json.dumps(accuracy))
+    return json.loads(path.read_text())
+
+
 def run_arm(model: Path, arm: str, seed: int, run_dir: Path) -> dict:
     """One training run of one arm; its accuracy per difficulty after the last step."""
     from rlve.loop import train
@@ -121,11 +144,15 @@ def spread(values: list[float], digits: int = 2) -> str:
     return f"{mean(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
-def arms_table(results: list[dict]) -> str:
-    """Markdown: per arm, mean [min-max] over seeds."""
+def arms_table(results: list[dict], start: dict) -> str:
+    """Markdown: per arm, mean [min-max] over seeds; first the SFT starting point."""
     header = ["arm", "seeds", "effective prompt ratio", "highest level with acc >= 0.5",
               *(f"acc d={d}" for d in EVAL_DIFFICULTIES)]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    cells = ["SFT start", "-", "-", str(highest_solved(start))]
+    lines.append(
+        "| " + " | ".join(cells + [f"{start[str(d)]:.2f}" for d in EVAL_DIFFICULTIES]) + " |"
+    )
     for arm in ARMS:
         runs = [r for r in results if r["arm"] == arm]
         if not runs:
@@ -165,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             results.append(run_arm(model, arm, seed, out / arm / f"seed{seed}"))
     for path in plot(out, args.seeds):
         print(f"wrote {path}")
-    table = arms_table(results)
+    table = arms_table(results, sft_accuracy(out, model))
     (out / "table.md").write_text(table + "\n")
     print(f"\n{ENV}, {len(args.seeds)} seeds, accuracy on {EVAL_PROBLEMS} problems per level:\n")
     print(table)
