@@ -94,6 +94,7 @@ def sft_accuracy(out: Path, model: Path) -> dict:
 def run_arm(model: Path, arm: str, seed: int, run_dir: Path) -> dict:
     """One training run of one arm; its accuracy per difficulty after the last step."""
     from rlve.loop import train
+    from rlve.rollout.records import write_text_atomically
     from rlve.train import load_run_config
 
     done = run_dir / "result.json"
@@ -124,8 +125,6 @@ def run_arm(model: Path, arm: str, seed: int, run_dir: Path) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     result["effective_prompt_ratio"] = mean([r["batch/effective_prompt_ratio"] for r in rows])
     result["final_high"] = rows[-1].get(f"curriculum/{ENV}/high")
-    from rlve.rollout.records import write_text_atomically
-
     write_text_atomically(done, json.dumps(result, indent=1))
     return result
 
@@ -140,16 +139,20 @@ def highest_solved(accuracy: dict, threshold: float = 0.5) -> int:
     return max(levels, default=-1)
 
 
+def level_name(level: int) -> str:
+    return "none" if level < 0 else str(level)
+
+
 def spread(values: list[float], digits: int = 2) -> str:
     return f"{mean(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
 def arms_table(results: list[dict], start: dict) -> str:
     """Markdown: per arm, mean [min-max] over seeds; first the SFT starting point."""
-    header = ["arm", "seeds", "effective prompt ratio", "highest level with acc >= 0.5",
+    header = ["arm", "seeds", "effective prompt ratio", "highest level with acc >= 0.5 (per seed)",
               *(f"acc d={d}" for d in EVAL_DIFFICULTIES)]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    cells = ["SFT start", "-", "-", str(highest_solved(start))]
+    cells = ["SFT start", "-", "-", level_name(highest_solved(start))]
     lines.append(
         "| " + " | ".join(cells + [f"{start[str(d)]:.2f}" for d in EVAL_DIFFICULTIES]) + " |"
     )
@@ -158,7 +161,7 @@ def arms_table(results: list[dict], start: dict) -> str:
         if not runs:
             continue
         cells = [arm, str(len(runs)), spread([r["effective_prompt_ratio"] for r in runs]),
-                 spread([highest_solved(r["accuracy"]) for r in runs], 1)]  # fmt: skip
+                 ", ".join(level_name(highest_solved(r["accuracy"])) for r in runs)]  # fmt: skip
         cells += [spread([r["accuracy"][str(d)] for r in runs]) for d in EVAL_DIFFICULTIES]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

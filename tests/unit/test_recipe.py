@@ -37,3 +37,18 @@ def test_the_rl_run_is_the_cispo_experiment_scaled_down(tmp_path):
     assert config.env.args["tictactoe"]["seed"] == 2
     assert config.rollout.groups_per_step * config.rollout.group_size == 128
     assert DEMO.rl_steps < RECIPE.rl_steps and DEMO.sft_steps < RECIPE.sft_steps
+
+
+def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
+    from rlve.cli.curriculum_arms import arms_table, highest_solved
+
+    def run(arm, ratio, acc0):
+        accuracy = {"0": acc0, "1": 0.0, "2": 0.0, "3": 0.0}
+        return {"arm": arm, "effective_prompt_ratio": ratio, "accuracy": accuracy}
+
+    results = [run("adaptive", 0.3, 0.5), run("adaptive", 0.4, 0.7), run("static", 0.2, 0.4)]
+    lines = arms_table(results, {"0": 0.5, "1": 0.0, "2": 0.0, "3": 0.0}).splitlines()
+    assert lines[2] == "| SFT start | - | - | 0 | 0.50 | 0.00 | 0.00 | 0.00 |"
+    assert lines[3].startswith("| adaptive | 2 | 0.35 [0.30-0.40] | 0, 0 | 0.60 [0.50-0.70] |")
+    assert lines[4].startswith("| static | 1 | 0.20 [0.20-0.20] | none | 0.40 [0.40-0.40] |")
+    assert highest_solved({"0": 0.9, "1": 0.5, "2": 0.4}) == 1
