@@ -13,7 +13,7 @@ import json
 import pytest
 
 from rlve.envs.base import SingleTurnEnv, build_dataset
-from rlve.envs.registry import EnvironmentSource, register_source
+from rlve.envs.registry import _SOURCES, EnvironmentSource, register_source
 from rlve.envs.rubric import Rubric
 from rlve.loop import train
 from rlve.train import load_run_config
@@ -37,6 +37,8 @@ def load_vowels(name: str, num_examples: int = 64) -> SingleTurnEnv:
 @pytest.fixture(scope="module", autouse=True)
 def vowel_env():
     register_source(EnvironmentSource("toy/", lambda: ["toy/vowels"], load_vowels))
+    yield
+    _SOURCES[:] = [s for s in _SOURCES if s.prefix != "toy/"]
 
 
 @pytest.mark.parametrize("loss", ["cispo", "dapo", "grpo"])
