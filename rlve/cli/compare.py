@@ -17,18 +17,28 @@ from pathlib import Path
 
 import numpy as np
 
-from rlve.cli.plot import figure_grid, finish_axes, metrics_file, moving_average, read_metrics
+from rlve.cli.plot import (
+    MetricRows,
+    figure_grid,
+    finish_axes,
+    metrics_file,
+    moving_average,
+    read_metrics,
+)
 
 Arms = dict[str, list[Path]]
 """arm label -> its run directories (one per seed)"""
 
 
-def seed_band(runs: list[Path], name: str, smooth: int) -> tuple[np.ndarray, ...]:
+def mean_and_range(values: list[float], digits: int = 2) -> str:
+    """`mean [min-max]` of values over seeds, e.g. "0.35 [0.33-0.36]"."""
+    mean = sum(values) / len(values)
+    return f"{mean:.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+
+
+def seed_band(runs: list[MetricRows], name: str, smooth: int) -> tuple[np.ndarray, ...]:
     """(steps, mean, low, high) of one metric over runs, on the steps every run logged."""
-    tables = []
-    for run in runs:
-        rows = read_metrics(metrics_file(run))
-        tables.append({row["step"]: row.get(name, math.nan) for row in rows})
+    tables = [{row["step"]: row.get(name, math.nan) for row in rows} for rows in runs]
     steps = sorted(set.intersection(*(set(t) for t in tables)))
     values = np.array([[t[s] for s in steps] for t in tables], dtype=float)  # [runs, steps]
     values = np.stack([moving_average(v, smooth) for v in values])
@@ -42,9 +52,12 @@ def plot_arms(arms: Arms, metrics: list[str], out_path: str | Path, smooth: int 
     """One panel per metric, one colour per arm (mean line, min-max band over its runs)."""
     if not arms or any(not runs for runs in arms.values()):
         raise ValueError(f"every arm needs at least one run, got {arms}")
+    rows = {
+        label: [read_metrics(metrics_file(run)) for run in runs] for label, runs in arms.items()
+    }
     figure, axes = figure_grid(len(metrics), columns=min(2, len(metrics)))
     for ax, name in zip(axes, metrics, strict=True):
-        for label, runs in arms.items():
+        for label, runs in rows.items():
             steps, mean, low, high = seed_band(runs, name, smooth)
             (line,) = ax.plot(steps, mean, linewidth=1.6, label=f"{label} ({len(runs)} seeds)")
             ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)

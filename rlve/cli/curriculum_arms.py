@@ -20,6 +20,7 @@ import argparse
 import json
 import shutil
 from pathlib import Path
+from statistics import fmean
 
 ENV = "rlve/multiplication"
 ARMS = ("adaptive", "static")
@@ -123,14 +124,10 @@ def run_arm(model: Path, arm: str, seed: int, run_dir: Path) -> dict:
 
     train(config, on_step=after_step)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    result["effective_prompt_ratio"] = mean([r["batch/effective_prompt_ratio"] for r in rows])
+    result["effective_prompt_ratio"] = fmean(r["batch/effective_prompt_ratio"] for r in rows)
     result["final_high"] = rows[-1].get(f"curriculum/{ENV}/high")
     write_text_atomically(done, json.dumps(result, indent=1))
     return result
-
-
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 def highest_solved(accuracy: dict, threshold: float = 0.5) -> int:
@@ -143,12 +140,10 @@ def level_name(level: int) -> str:
     return "none" if level < 0 else str(level)
 
 
-def spread(values: list[float], digits: int = 2) -> str:
-    return f"{mean(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
-
-
 def arms_table(results: list[dict], start: dict) -> str:
     """Markdown: per arm, mean [min-max] over seeds; first the SFT starting point."""
+    from rlve.cli.compare import mean_and_range
+
     header = ["arm", "seeds", "effective prompt ratio", "highest level with acc >= 0.5 (per seed)",
               *(f"acc d={d}" for d in EVAL_DIFFICULTIES)]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -160,9 +155,9 @@ def arms_table(results: list[dict], start: dict) -> str:
         runs = [r for r in results if r["arm"] == arm]
         if not runs:
             continue
-        cells = [arm, str(len(runs)), spread([r["effective_prompt_ratio"] for r in runs]),
+        cells = [arm, str(len(runs)), mean_and_range([r["effective_prompt_ratio"] for r in runs]),
                  ", ".join(level_name(highest_solved(r["accuracy"])) for r in runs)]  # fmt: skip
-        cells += [spread([r["accuracy"][str(d)] for r in runs]) for d in EVAL_DIFFICULTIES]
+        cells += [mean_and_range([r["accuracy"][str(d)] for r in runs]) for d in EVAL_DIFFICULTIES]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -187,6 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    from rlve.rollout.records import write_text_atomically
+
     model = sft_model(out)
     results = []
     for seed in args.seeds:
@@ -196,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     for path in plot(out, args.seeds):
         print(f"wrote {path}")
     table = arms_table(results, sft_accuracy(out, model))
-    (out / "table.md").write_text(table + "\n")
+    write_text_atomically(out / "table.md", table + "\n")
     print(f"\n{ENV}, {len(args.seeds)} seeds, accuracy on {EVAL_PROBLEMS} problems per level:\n")
     print(table)
 

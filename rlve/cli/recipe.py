@@ -207,10 +207,10 @@ TABLE_COLUMNS = (
 
 def cell(values: list[float]) -> str:
     """A percentage as the mean over seeds, with the range when there are several."""
-    mean = 100 * sum(values) / len(values)
-    if len(values) == 1:
-        return f"{mean:.1f}"
-    return f"{mean:.1f} [{100 * min(values):.1f}-{100 * max(values):.1f}]"
+    from rlve.cli.compare import mean_and_range
+
+    percents = [100 * v for v in values]
+    return f"{percents[0]:.1f}" if len(values) == 1 else mean_and_range(percents, digits=1)
 
 
 def stage_cells(results: list[dict], stage: str) -> list[str]:

@@ -156,7 +156,8 @@ def test_seed_band_is_the_mean_and_range_over_runs_on_shared_steps(tmp_path):
     from rlve.cli.compare import seed_band
 
     runs = [seed_run(tmp_path / "a", [0.1, 0.2, 0.3]), seed_run(tmp_path / "b", [0.3, 0.4])]
-    steps, mean, low, high = seed_band(runs, "reward/mean", smooth=1)
+    rows = [read_metrics(run / "metrics.jsonl") for run in runs]
+    steps, mean, low, high = seed_band(rows, "reward/mean", smooth=1)
     assert steps.tolist() == [1, 2]  # run b stopped after step 2
     assert mean.tolist() == pytest.approx([0.2, 0.3])
     assert low.tolist() == pytest.approx([0.1, 0.2]) and high.tolist() == pytest.approx([0.3, 0.4])
