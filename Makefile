@@ -27,7 +27,7 @@ demo: setup
 recipe: setup
 	$(PY) -m rlve.cli.recipe --seeds 0 1 2 --out runs/recipe
 
-# Adaptive difficulty against a static range on rlve-gym/Sorting, 3 seeds per arm.
+# Adaptive difficulty against a static range on rlve/multiplication, 3 seeds per arm.
 curriculum: setup
 	$(PY) -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum
 
