@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "reverse_text": "rlve.envs.reverse_text:load_environment",
     "double_check": "rlve.envs.double_check:load_environment",
     "calculator": "rlve.envs.calculator:load_environment",
+    "mcp/notes": "rlve.envs.mcp.notes:load_environment",
 }
 
 

@@ -67,7 +67,10 @@ async def play_episode(
     state["seed"] = seed
     record = EpisodeRecord(example, state, copy.deepcopy(example.prompt))
     try:
-        await env.setup_state(state)
+        try:
+            await env.setup_state(state)
+        except Exception as exc:  # a resource that cannot be made fails this episode only
+            raise EnvironmentFailure(f"setup_state: {type(exc).__name__}: {exc}") from exc
         if settings.time_limit_s is None:
             reason = await _turns(env, engine, record, sampling, settings, seed)
         else:
