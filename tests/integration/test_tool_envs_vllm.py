@@ -48,3 +48,13 @@ def test_mcp_notes_episodes_through_vllm(engine):
         assert len(t.token_ids) == len(t.loss_mask) == len(t.sampler_logprobs)
         assert sum(t.loss_mask) == t.num_sampled_tokens > 0
     assert stray_tool_processes() == []
+
+
+def test_wiki_search_episodes_through_vllm(engine):
+    env = rlve.load_environment("wiki_search", num_examples=4, difficulties=[0, 1])
+    trajectories = play(env, engine, 4, 4)
+    assert len(trajectories) == 16
+    for t in trajectories:
+        assert t.stop_reason in {"no_tool_call", "max_turns_reached"}, t.stop_reason
+        assert t.errors == {}
+        assert len(t.token_ids) == len(t.loss_mask) == len(t.sampler_logprobs)
