@@ -29,6 +29,7 @@ BUILTIN: dict[str, str] = {
     "calculator": "rlve.envs.calculator:load_environment",
     "mcp/notes": "rlve.envs.mcp.notes:load_environment",
     "wiki_search": "rlve.envs.wiki:load_environment",
+    "python_repl/ledger": "rlve.envs.repl.ledger:load_environment",
 }
 
 

@@ -65,6 +65,9 @@ async def play_episode(
     """Play one episode; returns the (not yet scored) trajectory and the final state."""
     state = env.initial_state(example)
     state["seed"] = seed
+    # for environments that call the policy themselves (the REPL's llm()): the episode's engine
+    # and sampling settings
+    state["engine"], state["sampling"] = engine, sampling
     record = EpisodeRecord(example, state, copy.deepcopy(example.prompt))
     try:
         try:

@@ -58,3 +58,15 @@ def test_wiki_search_episodes_through_vllm(engine):
         assert t.stop_reason in {"no_tool_call", "max_turns_reached"}, t.stop_reason
         assert t.errors == {}
         assert len(t.token_ids) == len(t.loss_mask) == len(t.sampler_logprobs)
+
+
+def test_python_repl_episodes_through_vllm(engine):
+    env = rlve.load_environment("python_repl/ledger", num_examples=4, difficulties=[0])
+    trajectories = play(env, engine, 4, 4)
+    assert len(trajectories) == 16
+    for t in trajectories:
+        assert t.stop_reason in {"no_code", "final_answer", "max_turns_reached"}, t.stop_reason
+        assert t.errors == {}
+    remaining = [p for p in psutil.Process().children(recursive=True)
+                 if "rlve/envs/repl/worker.py" in " ".join(p.cmdline())]  # fmt: skip
+    assert remaining == []

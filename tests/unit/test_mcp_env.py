@@ -59,7 +59,16 @@ def hostile_server(**overrides):
 
 
 def child_processes():
-    return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    """MCP server processes still alive (other tests' helper processes are not counted)."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            command = " ".join(process.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if "notes_server" in command or "hostile_server" in command or "time.sleep(60)" in command:
+            found.append(process)
+    return found
 
 
 def test_notes_episode_reads_the_code_and_is_rewarded():
