@@ -8,8 +8,8 @@
    RL would have nothing to compare. The data is the environment's own reference answers.
 2. Per seed: `python -m rlve.train +experiment=sorting_smollm2` from that model (the command is
    printed). On the run's own engine, before the first step and after the last: a held-out
-   evaluation at difficulties 0 and 1 (problems from a seed no run trains on, the same for every
-   run, at the training temperature).
+   evaluation at difficulty 0 (trained) and 1 (not trained), on problems from a seed no run
+   trains on, the same for every run, at the training temperature.
 3. A table (mean [min-max] over seeds) and the training curves. Finished seeds are skipped when
    the command is started again.
 """
@@ -23,9 +23,8 @@ from pathlib import Path
 
 ENV = "rlve/sorting"
 BASE_MODEL = "smollm2-135m"
-EVAL_DIFFICULTIES = (0, 1)
-EVAL_PROBLEMS = 64
-"""held-out problems per difficulty"""
+EVAL_PROBLEMS = {0: 128, 1: 64}
+"""held-out problems per difficulty: the trained one, and the next (does it carry over?)"""
 EVAL_SEED = 555_000
 """seed of the held-out problems (training draws its problems from env.seed onwards)"""
 SFT_PER_DIFFICULTY = 96
@@ -47,7 +46,7 @@ def sft_model(out: Path) -> Path:
         return path
     env = load_environment(ENV, num_examples=1)
     tokenizer = load_tokenizer(BASE_MODEL)
-    data = reference_answer_data(env, tokenizer, EVAL_DIFFICULTIES, SFT_PER_DIFFICULTY, seed=1)
+    data = reference_answer_data(env, tokenizer, list(EVAL_PROBLEMS), SFT_PER_DIFFICULTY, seed=1)
     config = TrainerConfig(model=BASE_MODEL, lr=SFT_LR, max_steps=SFT_STEPS)
     path, losses = sft_warmup(data, config, path, batch_size=SFT_BATCH)
     print(f"SFT on {len(data)} solved problems: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
@@ -62,9 +61,9 @@ def held_out_scores(engine, temperature: float, max_tokens: int, seed: int) -> d
 
     sampling = SamplingConfig(temperature=temperature, max_tokens=max_tokens)
     scores = {}
-    for d in EVAL_DIFFICULTIES:
-        env = load_environment(ENV, num_examples=EVAL_PROBLEMS, seed=EVAL_SEED, difficulties=[d])
-        summary = evaluate(env, engine, EVAL_PROBLEMS, seed=seed, sampling=sampling).summary
+    for d, problems in EVAL_PROBLEMS.items():
+        env = load_environment(ENV, num_examples=problems, seed=EVAL_SEED, difficulties=[d])
+        summary = evaluate(env, engine, problems, seed=seed, sampling=sampling).summary
         scores[f"reward d={d}"] = summary["reward/mean"]
         scores[f"accuracy d={d}"] = summary["reward/accuracy"]
         scores[f"format d={d}"] = summary["reward/format_score"]
@@ -137,8 +136,10 @@ def main(argv: list[str] | None = None) -> None:
                              out / "training.png"))  # fmt: skip
     table = before_after_table(results)
     write_text_atomically(out / "table.md", table + "\n")
-    print(f"\n{BASE_MODEL} on {ENV}, {len(args.seeds)} seeds, {EVAL_PROBLEMS} held-out problems "
-          f"per difficulty:\n\n{table}")  # fmt: skip
+    sizes = ", ".join(f"{n} at d={d}" for d, n in EVAL_PROBLEMS.items())
+    print(
+        f"\n{BASE_MODEL} on {ENV}, {len(args.seeds)} seeds, held-out problems: {sizes}\n\n{table}"
+    )
 
 
 if __name__ == "__main__":  # vLLM and the verifier pool start processes that re-import this file

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 
 from rlve.envs.base import Environment, State
-from rlve.inference.engine import Engine, GenerationRequest, SamplingConfig
+from rlve.inference.engine import Engine, Generation, GenerationRequest, SamplingConfig
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
 from rlve.types import Example, Message, Trajectory
 
@@ -65,9 +65,7 @@ async def play_episode(
     """Play one episode; returns the (not yet scored) trajectory and the final state."""
     state = env.initial_state(example)
     state["seed"] = seed
-    # for environments that call the policy themselves (the REPL's llm()): the episode's engine
-    # and sampling settings
-    state["engine"], state["sampling"] = engine, sampling
+    state["generate"] = side_call(engine, sampling)
     record = EpisodeRecord(example, state, copy.deepcopy(example.prompt))
     try:
         try:
@@ -97,6 +95,20 @@ async def play_episode(
             log.warning("cleanup of %s raised %s: %s", env.name, type(exc).__name__, exc)
     state["stop_reason"] = reason
     return _trajectory(env, record, reason, seed), state
+
+
+def side_call(engine: Engine, sampling: SamplingConfig):
+    """`await generate(messages, **overrides) -> Generation`: the episode's policy answers a
+    separate conversation (the REPL's `llm()`), outside the trajectory; `overrides` change the
+    episode's sampling settings (max_tokens, seed...)."""
+    chat = ChatTokens(engine.tokenizer, None) if engine.tokenizer is not None else None
+
+    async def generate(messages: list[Message], **overrides) -> Generation:
+        ids = chat.prompt_ids(messages) if chat is not None else None
+        request = GenerationRequest(messages, sampling.with_overrides(**overrides), prompt_ids=ids)
+        return await engine.generate(request)
+
+    return generate
 
 
 class EnvironmentFailure(Exception):

@@ -8,7 +8,8 @@ killed; stop reason `repl_<breach>`).
 
 Recursive-LM use: the example's long input is a REPL variable (`info` keys named in `variables`)
 rather than prompt text, and `llm(prompt)` / `llm_batch(prompts)` inside the REPL ask the
-episode's own engine, within a call and token budget. Every sub-call is recorded in
+episode's own policy (`state["generate"]`, given by the episode runner), within a call and token
+budget. Every sub-call is recorded in
 `state["sub_calls"]` (prompt, answer, tokens); sub-calls are not trained on.
 """
 
@@ -22,7 +23,6 @@ from collections.abc import Sequence
 from rlve.envs.base import MultiTurnEnv, State
 from rlve.envs.parsers import assistant_texts
 from rlve.envs.repl.process import CellResult, REPLLimits, REPLWorker
-from rlve.inference.engine import GenerationRequest
 from rlve.types import Message
 
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -108,20 +108,13 @@ class PythonREPLEnv(MultiTurnEnv):
         room = self.max_llm_tokens - state["llm_tokens"]
         if room < 1:
             raise RuntimeError(f"llm token budget spent ({self.max_llm_tokens} tokens)")
-        engine, sampling = state["engine"], state["sampling"]
-        chat = None
-        if engine.tokenizer is not None:
-            from rlve.rollout.chat_tokens import ChatTokens
-
-            chat = ChatTokens(engine.tokenizer, None)
-        requests = []
+        pending = []
         for i, prompt in enumerate(prompts):
-            conversation = [{"role": "user", "content": prompt}]
             seed = (state["seed"] * 1000 + calls + i) * 7 + 1  # apart from the turns' seeds
-            turn = sampling.with_overrides(max_tokens=min(self.llm_max_tokens, room), seed=seed)
-            ids = chat.prompt_ids(conversation) if chat is not None else None
-            requests.append(GenerationRequest(conversation, turn, prompt_ids=ids))
-        generations = await asyncio.gather(*(engine.generate(r) for r in requests))
+            pending.append(state["generate"]([{"role": "user", "content": prompt}],
+                                                max_tokens=min(self.llm_max_tokens, room),
+                                                seed=seed))  # fmt: skip
+        generations = await asyncio.gather(*pending)
         for prompt, generation in zip(prompts, generations, strict=True):
             tokens = len(generation.token_ids)
             state["llm_tokens"] += tokens
