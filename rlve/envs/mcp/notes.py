@@ -8,7 +8,9 @@ lists the notes or reads the right one, then answers `<answer>color number</answ
 
 from __future__ import annotations
 
+import json
 import random
+import re
 
 from rlve.envs.base import require_int
 from rlve.envs.mcp.connection import MCPServerConfig
@@ -102,3 +104,15 @@ def exact_code(completion: list[Message], answer: str, parser: XMLParser) -> flo
     """1.0 when the last answer is the code (case and spacing aside), else 0.0."""
     given = parser.parse_answer(completion)
     return float(given is not None and " ".join(given.lower().split()) == answer)
+
+
+def reference_policy(messages: list[Message]) -> str:
+    """A scripted solver (a baseline and a teacher): read the note the question names, then
+    answer with its code."""
+    last = messages[-1]
+    if last["role"] != "tool":
+        topic = re.search(r"What is the (\w+) code", str(last["content"]))
+        key = topic.group(1) if topic else ""
+        call = {"name": "read_note", "arguments": {"key": key}}
+        return f"<tool_call>{json.dumps(call)}</tool_call>"
+    return f"<answer>{str(last['content']).split(' code is ')[-1]}</answer>"

@@ -9,6 +9,7 @@ and the number of facts; `make_example(seed, difficulty)` serves the curriculum.
 from __future__ import annotations
 
 import random
+import re
 import string
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from rlve.envs.base import State, require_int
 from rlve.envs.repl.env import PythonREPLEnv
 from rlve.envs.repl.process import REPLLimits
 from rlve.envs.rubric import Rubric
-from rlve.types import Example
+from rlve.types import Example, Message
 
 SYSTEM_PROMPT = """You work in a persistent Python REPL. Write code in ```python ... ``` blocks; \
 you will see what it prints and the value of its last line. Variables persist between turns. \
@@ -113,3 +114,17 @@ def load_environment(
         limits=REPLLimits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb),
         max_llm_calls=max_llm_calls,
     )
+
+
+FENCE = "`" * 3
+
+
+def reference_policy(messages: list[Message]) -> str:
+    """A scripted solver (a baseline and a teacher): one cell that sums the account's lines."""
+    question = next(str(m["content"]) for m in messages if m["role"] == "user")
+    account = re.search(r"did account (\w+) receive", question)
+    code = (
+        "import re\npairs = re.findall(r'account (\\w+) received (\\d+)', context)\n"
+        f"FINAL(sum(int(n) for a, n in pairs if a == {account.group(1) if account else ''!r}))"
+    )
+    return f"{FENCE}python\n{code}\n{FENCE}"
