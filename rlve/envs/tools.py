@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import json
 import re
+import time
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -154,7 +155,9 @@ class ToolEnv(MultiTurnEnv):
         replies = []
         for call in calls:
             state["tool_calls"] = state.get("tool_calls", 0) + 1
+            start = time.perf_counter()
             result = await self._run_tool(call, state)
+            state["tool_seconds"] = state.get("tool_seconds", 0.0) + time.perf_counter() - start
             replies.append({"role": "tool", "name": call.name, "content": result})
         return replies
 
@@ -186,6 +189,7 @@ class ToolEnv(MultiTurnEnv):
         return {
             "tools/calls": float(state.get("tool_calls", 0)),
             "tools/errors": float(state.get("tool_errors", 0)),
+            "tools/seconds": float(state.get("tool_seconds", 0.0)),
         }
 
 

@@ -143,11 +143,9 @@ def test_a_server_that_dies_ends_its_episode_not_the_batch():
 
 def test_a_server_that_hangs_is_cut_off_by_the_call_time_limit():
     env = MCPEnv(ROWS, servers=[hostile_server(lifetime="per_rollout", call_timeout_s=1.0)])
-    start = time.perf_counter()
     (t,) = play(env, scripted(call("hang"), "never played"))
     assert t.stop_reason == "mcp_server_failed"
     assert tool_texts(t) == ["Error: MCP server 'hostile' did not answer hang within 1.0 s"]
-    assert time.perf_counter() - start < 30  # not the tool's hour: the time limit acted
     assert child_processes() == []
 
 
