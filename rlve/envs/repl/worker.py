@@ -49,11 +49,11 @@ class Refused(PermissionError):
 
 def isolate_network() -> bool:
     """Move this process into a network namespace without interfaces; False if not allowed."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    for flags in (CLONE_NEWNET, CLONE_NEWUSER | CLONE_NEWNET):
-        if libc.unshare(flags) == 0:
-            return True
-    return False
+    try:
+        unshare = ctypes.CDLL(None, use_errno=True).unshare
+    except (AttributeError, OSError):  # not Linux
+        return False
+    return any(unshare(flags) == 0 for flags in (CLONE_NEWNET, CLONE_NEWUSER | CLONE_NEWNET))
 
 
 def make_audit_hook(workdir: str, read_roots: list[str]):
