@@ -27,6 +27,16 @@ class Example:
 
 
 @dataclass
+class SideSequence:
+    """A side call of an episode (the REPL's `llm()`) as a token sequence: the rendered prompt
+    (mask 0) and the sampled answer (mask 1, with the sampler's log-probs)."""
+
+    token_ids: list[int]
+    loss_mask: list[int]
+    sampler_logprobs: list[float]
+
+
+@dataclass
 class Trajectory:
     """One finished episode, token-exact when the engine works on token ids.
 
@@ -56,6 +66,9 @@ class Trajectory:
     weight_version: int = 0
     num_turns: int = 0
     truncated_turns: int = 0
+    side_sequences: list[SideSequence] = field(default_factory=list)
+    """side calls trained with this trajectory's advantage; empty unless the environment sets
+    `train_side_calls` (PythonREPLEnv's train_on_sub_calls)"""
 
     @property
     def prompt_len(self) -> int:

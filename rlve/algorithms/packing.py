@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from rlve.algorithms import group_advantages
-from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
+from rlve.types import MicroBatch, RolloutGroup, SideSequence, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +56,22 @@ def check_sequence(token_ids: Sequence[int], loss_mask: Sequence[int]) -> str | 
 
 
 def _trajectory_problem(trajectory: Trajectory, needs_sampler_logprobs: bool) -> str | None:
+    if not math.isfinite(trajectory.reward):
+        return f"reward is {trajectory.reward}"
+    for index, side in enumerate(trajectory.side_sequences):
+        problem = _sequence_problem(side, needs_sampler_logprobs)
+        if problem:
+            return f"side call {index}: {problem}"
+    return _sequence_problem(trajectory, needs_sampler_logprobs)
+
+
+def _sequence_problem(
+    trajectory: Trajectory | SideSequence, needs_sampler_logprobs: bool
+) -> str | None:
+    """What is wrong with the token fields of a Trajectory or SideSequence, or None."""
     problem = check_sequence(trajectory.token_ids, trajectory.loss_mask)
     if problem:
         return problem
-    if not math.isfinite(trajectory.reward):
-        return f"reward is {trajectory.reward}"
     logprobs = trajectory.sampler_logprobs
     if not logprobs:
         return (
@@ -93,7 +104,8 @@ def sequences_from_groups(
     groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False
 ) -> GroupSequences:
     """Checks each group, computes its advantages (`group_advantages`) and returns one
-    `TrainSequence` per trajectory with sampled tokens.
+    `TrainSequence` per trajectory with sampled tokens, and one per side call it carries (with
+    the trajectory's advantage).
 
     A group with bad input (empty, non-finite reward or sampler log-prob, mismatched lengths, no
     sampled token at all) is skipped, logged and counted. A trajectory without sampled tokens
@@ -112,16 +124,18 @@ def sequences_from_groups(
         rewards = torch.tensor([group.rewards], dtype=torch.float64)
         advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
         for trajectory, advantage in zip(group.trajectories, advantages, strict=True):
-            if trajectory.num_sampled_tokens == 0:
-                continue
-            sequences.append(
-                TrainSequence(
-                    token_ids=list(trajectory.token_ids),
-                    loss_mask=list(trajectory.loss_mask),
-                    advantage=float(advantage),
-                    sampler_logprobs=list(trajectory.sampler_logprobs) or None,
+            parts = [trajectory, *trajectory.side_sequences]  # side calls share the advantage
+            for part in parts:
+                if sum(part.loss_mask) == 0:
+                    continue
+                sequences.append(
+                    TrainSequence(
+                        token_ids=list(part.token_ids),
+                        loss_mask=list(part.loss_mask),
+                        advantage=float(advantage),
+                        sampler_logprobs=list(part.sampler_logprobs) or None,
+                    )
                 )
-            )
     return GroupSequences(sequences=sequences, skipped_groups=skipped)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from rlve.envs.base import Environment, State
 from rlve.inference.engine import Engine, Generation, GenerationRequest, SamplingConfig
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
-from rlve.types import Example, Message, Trajectory
+from rlve.types import Example, Message, SideSequence, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class EpisodeRecord:
     pending_reply: list[Message] = field(default_factory=list)
     truncated_turns: int = 0
     weight_version: int = 0
+    side_sequences: list[SideSequence] = field(default_factory=list)
 
     def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.token_ids.extend(ids)
@@ -65,8 +66,9 @@ async def play_episode(
     """Play one episode; returns the (not yet scored) trajectory and the final state."""
     state = env.initial_state(example)
     state["seed"] = seed
-    state["generate"] = side_call(engine, sampling)
     record = EpisodeRecord(example, state, copy.deepcopy(example.prompt))
+    keep = record.side_sequences if getattr(env, "train_side_calls", False) else None
+    state["generate"] = side_call(engine, sampling, keep)
     try:
         try:
             await env.setup_state(state)
@@ -97,16 +99,23 @@ async def play_episode(
     return _trajectory(env, record, reason, seed), state
 
 
-def side_call(engine: Engine, sampling: SamplingConfig):
+def side_call(engine: Engine, sampling: SamplingConfig, keep: list[SideSequence] | None):
     """`await generate(messages, **overrides) -> Generation`: the episode's policy answers a
     separate conversation (the REPL's `llm()`), outside the trajectory; `overrides` change the
-    episode's sampling settings (max_tokens, seed...)."""
+    episode's sampling settings (max_tokens, seed...). With `keep`, each token-exact call is
+    appended to it as a SideSequence (to be trained on)."""
     chat = ChatTokens(engine.tokenizer, None) if engine.tokenizer is not None else None
 
     async def generate(messages: list[Message], **overrides) -> Generation:
         ids = chat.prompt_ids(messages) if chat is not None else None
         request = GenerationRequest(messages, sampling.with_overrides(**overrides), prompt_ids=ids)
-        return await engine.generate(request)
+        generation = await engine.generate(request)
+        if keep is not None and ids is not None and generation.token_ids:
+            answer = list(generation.token_ids)
+            logprobs = list(generation.logprobs) or [0.0] * len(answer)
+            keep.append(SideSequence(ids + answer, [0] * len(ids) + [1] * len(answer),
+                                     [0.0] * len(ids) + logprobs))  # fmt: skip
+        return generation
 
     return generate
 
@@ -200,4 +209,5 @@ def _trajectory(env: Environment, record: EpisodeRecord, reason: str, seed: int)
         weight_version=record.weight_version,
         num_turns=record.state["turn"],
         truncated_turns=record.truncated_turns,
+        side_sequences=record.side_sequences,
     )

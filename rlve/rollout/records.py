@@ -30,6 +30,7 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
     row = asdict(t)
     for name in TOKEN_FIELDS:
         row.pop(name)
+    row.pop("side_sequences")
     return row
 
 

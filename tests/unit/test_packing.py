@@ -13,7 +13,7 @@ from rlve.algorithms.packing import (
     sequences_from_groups,
     split_evenly,
 )
-from rlve.types import RolloutGroup, Trajectory
+from rlve.types import RolloutGroup, SideSequence, Trajectory
 
 PAD = 99
 
@@ -169,3 +169,17 @@ def test_split_evenly_keeps_order_and_sizes_within_one():
     assert [len(p) for p in split_evenly(sequences, 9)] == [1] * 5  # never an empty part
     with pytest.raises(ValueError, match="parts must be >= 1, got 0"):
         split_evenly(sequences, 0)
+
+
+def test_side_calls_train_with_their_trajectory_advantage():
+    # rewards [1, 0] -> A = [0.5, -0.5]; the first rollout carries one llm() side call
+    first = trajectory([1, 2, 3], [0, 1, 1], 1.0, [0.0, -0.1, -0.2])
+    first.side_sequences = [SideSequence([7, 8, 9], [0, 0, 1], [0.0, 0.0, -0.3])]
+    rollouts = [first, trajectory([1, 4], [0, 1], 0.0, [0.0, -0.4])]
+    result = sequences_from_groups([group(*rollouts)], std_normalize=False)
+    assert [(s.token_ids, s.advantage) for s in result.sequences] == [
+        ([1, 2, 3], 0.5), ([7, 8, 9], 0.5), ([1, 4], -0.5)]  # fmt: skip
+    assert result.sequences[1].sampler_logprobs == [0.0, 0.0, -0.3]
+    first.side_sequences = [SideSequence([7, 8], [0, 1, 1], [])]  # a broken side call
+    result = sequences_from_groups([group(*rollouts)], std_normalize=False)
+    assert result.skipped_groups == 1

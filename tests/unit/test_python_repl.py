@@ -171,3 +171,25 @@ def test_code_blocks_and_the_curriculum_hook():
     assert is_adaptive(env)
     example = env.make_example(seed=9, difficulty=3)
     assert len(example.info["context"].splitlines()) == 320 and example.info["difficulty"] == 3
+
+
+def test_sub_calls_become_side_sequences_when_trained_on(tiny_tokenizer):
+    def policy(messages):
+        if messages[0]["content"] == "hi":
+            return "echo"
+        return scripted(py("llm('hi')"), "done")(messages)
+
+    for train in (False, True):
+        env = PythonREPLEnv(ROWS, train_on_sub_calls=train)
+        jobs = [GroupJob(env, env.example(0), seed=0)]
+        engine = ScriptedEngine(policy, tokenizer=tiny_tokenizer)
+        (group,) = asyncio.run(play_groups(engine, jobs, 1, EpisodeSettings()))
+        (t,) = group.trajectories
+        assert t.metrics["repl/llm_calls"] == 1.0
+        if not train:
+            assert t.side_sequences == []
+            continue
+        (side,) = t.side_sequences
+        answer = [i for i, m in zip(side.token_ids, side.loss_mask, strict=True) if m]
+        assert tiny_tokenizer.decode(answer) == "echo<|im_end|>"
+        assert side.loss_mask[0] == 0 and len(side.sampler_logprobs) == len(side.token_ids)

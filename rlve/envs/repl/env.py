@@ -9,8 +9,9 @@ killed; stop reason `repl_<breach>`).
 Recursive-LM use: the example's long input is a REPL variable (`info` keys named in `variables`)
 rather than prompt text, and `llm(prompt)` / `llm_batch(prompts)` inside the REPL ask the
 episode's own policy (`state["generate"]`, given by the episode runner), within a call and token
-budget. Every sub-call is recorded in
-`state["sub_calls"]` (prompt, answer, tokens); sub-calls are not trained on.
+budget. Every sub-call is recorded in `state["sub_calls"]` (prompt, answer, tokens); with
+`train_on_sub_calls` they are also trained on, as side sequences of the episode with its
+advantage.
 """
 
 from __future__ import annotations
@@ -56,17 +57,21 @@ class PythonREPLEnv(MultiTurnEnv):
         max_llm_calls: llm()/llm_batch() prompts per episode.
         max_llm_tokens: tokens all sub-calls of an episode may generate together.
         llm_max_tokens: most tokens of one sub-call's answer.
+        train_on_sub_calls: train on the sub-calls' answers too (token-exact engines only).
     """
 
     def __init__(self, dataset, *, limits: REPLLimits = REPLLimits(),
                  variables: Sequence[str] = ("context",), max_llm_calls: int = 8,
-                 max_llm_tokens: int = 2048, llm_max_tokens: int = 256, **kwargs):  # fmt: skip
+                 max_llm_tokens: int = 2048, llm_max_tokens: int = 256,
+                 train_on_sub_calls: bool = False, **kwargs):  # fmt: skip
         super().__init__(dataset, **kwargs)
         self.limits = limits
         self.variables = tuple(variables)
         self.max_llm_calls = max_llm_calls
         self.max_llm_tokens = max_llm_tokens
         self.llm_max_tokens = llm_max_tokens
+        self.train_side_calls = train_on_sub_calls
+        """read by the episode runner: keep the sub-calls' tokens with the trajectory"""
 
     async def setup_state(self, state: State) -> None:
         state.update(repl_cells=0, repl_errors=0, repl_seconds=0.0, sub_calls=[], llm_tokens=0)

@@ -83,6 +83,7 @@ def load_environment(
     cpu_s: float = 10.0,
     memory_mb: int = 1024,
     max_llm_calls: int = 8,
+    train_on_sub_calls: bool = False,
 ) -> LedgerEnv:
     """Sum an account's coins in a long ledger held in a REPL variable.
 
@@ -96,6 +97,7 @@ def load_environment(
         cpu_s: CPU limit of one cell.
         memory_mb: memory limit of the REPL worker.
         max_llm_calls: llm() calls per episode.
+        train_on_sub_calls: train on the llm() answers too, with the episode's advantage.
     """
     require_int("num_examples", num_examples, 1)
     difficulties = list(difficulties)
@@ -113,6 +115,7 @@ def load_environment(
         sampling={"max_tokens": max_tokens},
         limits=REPLLimits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb),
         max_llm_calls=max_llm_calls,
+        train_on_sub_calls=train_on_sub_calls,
     )
 
 
