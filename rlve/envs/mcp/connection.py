@@ -167,6 +167,15 @@ class MCPConnection:
         except Exception:  # the owner task is cancelled in _stop; nothing else to release
             pass
 
+    def close_sync(self) -> None:
+        """`close` for code that is not a coroutine."""
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            try:
+                mcp_loop().run_sync(self._stop(owner), self.config.shutdown_timeout_s + 5.0)
+            except Exception:
+                pass
+
     # ---- on the MCP thread ----------------------------------------------------------------
 
     async def _start_checked(self) -> None:
@@ -186,15 +195,6 @@ class MCPConnection:
                 raise MCPServerFailure(f"MCP server {self.config.name!r} failed to start: "
                                        f"{_describe(exc)}") from exc  # fmt: skip
             raise
-
-    def close_sync(self) -> None:
-        """`close` for code that is not a coroutine."""
-        owner, self._owner = self._owner, None
-        if owner is not None:
-            try:
-                mcp_loop().run_sync(self._stop(owner), self.config.shutdown_timeout_s + 5.0)
-            except Exception:
-                pass
 
     async def _own(self, ready: asyncio.Future) -> None:
         from mcp import Client
