@@ -2,11 +2,12 @@
 
 1. Scripted engine: each environment with a scripted policy that uses its tools (mcp/notes and
    python_repl/ledger with their reference solvers; wiki_search with search, view, read, answer).
-2. vLLM on the CPU with the tiny model (its untrained answers mostly end an episode at once, so
-   this measures per-episode overheads such as a server per rollout): the wall time, the time
-   summed over episodes inside tools and tool start-up, and inside vLLM's generate.
+2. vLLM on the CPU with --model (default the tiny model, whose untrained answers mostly end an
+   episode at once, so this measures per-episode overheads such as a server per rollout): the
+   wall time, the time summed over episodes inside tools and tool start-up, and inside vLLM's
+   generate.
 
-    .venv/bin/python scripts/bench_tool_envs.py [--episodes 64] [--no-vllm]
+    .venv/bin/python scripts/bench_tool_envs.py [--episodes 64] [--model smollm2-135m] [--no-vllm]
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--no-vllm", action="store_true")
+    parser.add_argument("--model", default="tiny", help="vLLM's model: tiny, smollm2-135m, a path")
     args = parser.parse_args()
     print(f"scripted engine, {args.episodes} episodes, at most 16 at a time")
     print(f"{'environment':<22}{'episodes/s':>11}{'reward':>8}{'tool s (sum)':>14}")
@@ -96,10 +98,10 @@ def main() -> None:
         return
     from rlve.config import InferenceConfig
     from rlve.inference.vllm_engine import VLLMEngine
-    from rlve.models import load_tokenizer, tiny_model_path
+    from rlve.models import load_tokenizer, resolve_model_path
 
-    path = tiny_model_path()
-    print(f"\nvLLM (CPU), tiny model, {args.episodes} episodes, temperature 1.0")
+    path = resolve_model_path(args.model)
+    print(f"\nvLLM (CPU), {args.model}, {args.episodes} episodes, temperature 1.0")
     print(
         f"{'environment':<22}{'wall s':>8}{'generate s (sum)':>18}{'tool s (sum)':>14}{'turns':>7}"
     )
