@@ -59,6 +59,8 @@ class RecipeSize:
     """sampling temperature of RL and of every evaluation"""
     max_tokens: int = 48
     """most tokens per model turn, in RL and evaluation"""
+    invalid_penalty: str = "flat"
+    """the RL rubric's invalid-move penalty: 'flat' (once per game) or 'per_move'"""
     eval_games: int = 200
     """games per opponent in each evaluation"""
 
@@ -105,11 +107,26 @@ def evaluate_all(engine, size: RecipeSize) -> dict[str, dict[str, float]]:
     }
 
 
+SFT_FIELDS = ("teacher_noise", "teacher_games", "sft_steps", "sft_lr", "sft_batch",
+              "min_random_move_prob", "max_random_move_prob")  # fmt: skip
+"""the sizes an SFT student depends on: with the same ones (and seed) it is reused"""
+
+
 def sft_student(out: Path, size: RecipeSize, seed: int) -> tuple[Path, dict[str, float]]:
-    """Teacher games -> SFT data -> the SFT student's model directory, and what it took."""
+    """Teacher games -> SFT data -> the SFT student's model directory, and what it took.
+    A student already in `out` made with the same SFT sizes is reused."""
     from rlve.config import TrainerConfig
     from rlve.models import load_tokenizer
+    from rlve.rollout.records import write_text_atomically
     from rlve.training.sft import SftSequence, save_examples, sft_warmup, tictactoe_teacher_data
+
+    settings = {name: getattr(size, name) for name in SFT_FIELDS}
+    info_path = out / "sft_info.json"
+    if info_path.exists() and (out / "sft_model" / "config.json").exists():
+        saved = json.loads(info_path.read_text())
+        if saved.pop("settings") == settings:
+            print(f"SFT student: {out / 'sft_model'} (already there)")
+            return out / "sft_model", saved
 
     games, summary = tictactoe_teacher_data(
         load_tokenizer("tiny"),
@@ -130,6 +147,7 @@ def sft_student(out: Path, size: RecipeSize, seed: int) -> tuple[Path, dict[str,
     print(f"teacher (minimax, {size.teacher_noise:.0%} noise): kept {len(games)} of "
           f"{size.teacher_games} games; SFT {size.sft_steps} steps, loss {losses[0]:.3f} -> "
           f"{losses[-1]:.3f}; model: {path}")  # fmt: skip
+    write_text_atomically(info_path, json.dumps({**info, "settings": settings}, indent=1))
     return path, info
 
 
@@ -150,6 +168,7 @@ def rl_overrides(model: Path, run_dir: Path, size: RecipeSize, seed: int) -> lis
         f"+env.args.tictactoe.seed={seed}",
         f"env.args.tictactoe.min_random_move_prob={size.min_random_move_prob}",
         f"env.args.tictactoe.max_random_move_prob={size.max_random_move_prob}",
+        f"+env.args.tictactoe.invalid_penalty={size.invalid_penalty}",
         f"inference.seed={seed}",
         f"save_every={size.rl_steps}",
         f"output_dir={run_dir}",
@@ -162,8 +181,8 @@ def run_seed(out: Path, size: RecipeSize, seed: int) -> dict:
     from rlve.loop import train
     from rlve.train import load_run_config
 
-    shutil.rmtree(out, ignore_errors=True)  # an unfinished seed starts over
-    out.mkdir(parents=True)
+    shutil.rmtree(out / "rl", ignore_errors=True)  # an unfinished seed keeps only its SFT student
+    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     model, info = sft_student(out, size, seed)
     evaluations: dict[str, dict] = {}
@@ -278,8 +297,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="runs/recipe")
+    parser.add_argument("--invalid-penalty", choices=("flat", "per_move"), default="flat",
+                        help="the RL rubric's invalid-move penalty")  # fmt: skip
     args = parser.parse_args(argv)
-    run(Path(args.out), RECIPE, args.seeds)
+    run(Path(args.out), replace(RECIPE, invalid_penalty=args.invalid_penalty), args.seeds)
 
 
 if __name__ == "__main__":  # vLLM starts worker processes that re-import this file

@@ -173,3 +173,14 @@ def test_curriculum_driven_games_play_like_dataset_games():
     # difficulty 10 is a perfect opponent: minimax draws every game
     assert all(g.trajectories[0].metrics["game/draw"] == 1.0 for g in groups)
     assert all(g.difficulty == 10 and env.accuracy(g.trajectories[0]) == 1.0 for g in groups)
+
+
+def test_the_per_move_invalid_penalty_counts_every_invalid_move():
+    from rlve.envs.tictactoe.env import invalid_move_penalty, invalid_moves_penalty
+
+    state = {"invalid_moves": 3}
+    assert invalid_move_penalty(state) == pytest.approx(-0.1)
+    assert invalid_moves_penalty(state) == pytest.approx(-0.3)
+    assert invalid_moves_penalty({"invalid_moves": 0}) == 0.0
+    with pytest.raises(ValueError, match="invalid_penalty must be one of"):
+        rlve.load_environment("tictactoe", invalid_penalty="sometimes")

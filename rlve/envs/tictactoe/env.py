@@ -6,7 +6,8 @@ best moves, with an rng seeded from the example seed and the board so that equal
 equal replies within a rollout group; `random_move_prob` is stratified over the dataset so every
 batch spans [min_random_move_prob, max_random_move_prob]. Invalid answers are told why and the game
 goes on; the episode stops at `max_turns` model turns. Rubric: win 1 / draw 0.5 / else 0 (weight 1),
-format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1).
+format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1), or with
+`invalid_penalty="per_move"` -0.1 for each invalid move.
 """
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ def invalid_move_penalty(state: State) -> float:
     return INVALID_MOVE_PENALTY if state.get("invalid_moves", 0) > 0 else 0.0
 
 
+def invalid_moves_penalty(state: State) -> float:
+    """-0.1 for each invalid move of the game (invalid_penalty="per_move")."""
+    return INVALID_MOVE_PENALTY * state.get("invalid_moves", 0)
+
+
+INVALID_PENALTIES = {"flat": invalid_move_penalty, "per_move": invalid_moves_penalty}
+
+
 class TicTacToeEnv(MultiTurnEnv):
     """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
 
@@ -182,6 +191,7 @@ def load_environment(
     num_groups: int = 1,
     max_turns: int = 7,
     max_tokens: int = 128,
+    invalid_penalty: str = "flat",
 ) -> TicTacToeEnv:
     """Tic-tac-toe against a seeded minimax opponent of stratified strength.
 
@@ -193,7 +203,13 @@ def load_environment(
         num_groups: strata of the random-move range; use batch_size // rollouts_per_example.
         max_turns: most model turns per game (invalid answers count as turns).
         max_tokens: default most tokens per model turn.
+        invalid_penalty: 'flat' (-0.1 once if any move was invalid, the recipe's rubric) or
+            'per_move' (-0.1 for each invalid move).
     """
+    if invalid_penalty not in INVALID_PENALTIES:
+        raise ValueError(
+            f"invalid_penalty must be one of {sorted(INVALID_PENALTIES)}, got {invalid_penalty!r}"
+        )
     _check_probability("min_random_move_prob", min_random_move_prob)
     _check_probability("max_random_move_prob", max_random_move_prob)
     if min_random_move_prob > max_random_move_prob:
@@ -207,7 +223,8 @@ def load_environment(
     rows = example_rows(num_examples, seed, min_random_move_prob, max_random_move_prob, num_groups)
     parser = XMLParser(["think", "move"], answer_field="move")
     rubric = Rubric(parser=parser)
-    rubric.add(win_reward, 1.0).add(format_reward, 0.2).add(invalid_move_penalty, 1.0)
+    rubric.add(win_reward, 1.0).add(format_reward, 0.2)
+    rubric.add(INVALID_PENALTIES[invalid_penalty], 1.0)
     return TicTacToeEnv(
         rows,
         system_prompt=SYSTEM_PROMPT,
