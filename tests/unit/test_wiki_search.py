@@ -29,7 +29,7 @@ def play(env, replies, example=0):
 def test_generated_pages_are_seeded_and_linked():
     assert [p.title for p in generate_pages(0)] == [p.title for p in PAGES]
     assert [p.title for p in generate_pages(1)] != [p.title for p in PAGES]
-    assert len(PAGES) == 72 and {p.kind for p in PAGES} == {"city", "person", "river"}
+    assert len(PAGES) == 96 and {p.kind for p in PAGES} == {"city", "person", "river", "event"}
     city = PAGES[0]  # hand-checked: the page text says what the links and facts say
     founder = BY_ID[city.links["founder"]]
     assert f"founded in {city.facts['founded']} by {founder.title}." in city.sections[1].text

@@ -1,10 +1,11 @@
 """A procedurally generated encyclopedia and multi-hop questions about it.
 
-Three kinds of pages (cities, people, rivers), each with sections of facts, all drawn from one
-seed. Entities point at each other through four one-valued relations (a city's founder and its
-river, a person's birthplace, the person who first mapped a river), so a question can chain
-them: "What is the main export of the birthplace of the founder of Velmora?" needs three pages.
-A question of difficulty d needs d + 1 pages; the answer is a fact of the last one.
+Four kinds of pages (cities, people, rivers, events), each with sections of facts, all drawn
+from one seed. Entities point at each other through six one-valued relations (a city's founder
+and its river, a person's birthplace, the person who first mapped a river, where an event took
+place and who led it), so a question can chain them: "What is the main export of the
+birthplace of the founder of Velmora?" needs three pages. A question of difficulty d needs
+d + 1 pages; the answer is a fact of the last one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ SYLLABLES = ("ar", "bel", "cor", "dan", "el", "fen", "gar", "hal", "is", "jor", 
 GOODS = ("salt", "copper", "wool", "glass", "timber", "honey", "silk", "tin", "amber", "olives")
 TRADES = ("explorer", "architect", "merchant", "poet", "engineer", "cartographer", "judge")
 SEAS = ("the Grey Sea", "the Lake of Orun", "the Southern Gulf", "the Pale Lake")
+EVENTS = ("Siege", "Treaty", "Great Fair", "Flood", "Council", "Festival")
 
 MAX_DIFFICULTY = 5
 """questions chain at most 6 pages"""
@@ -49,6 +51,8 @@ RELATIONS = {
     "river": ("city", "river", "the river that runs through {}"),
     "birthplace": ("person", "city", "the birthplace of {}"),
     "mapper": ("river", "person", "the person who first mapped {}"),
+    "place": ("event", "city", "the city where {} took place"),
+    "leader": ("event", "person", "the leader of {}"),
 }
 # attribute: (kind, phrase of the question)
 ATTRIBUTES = {
@@ -58,6 +62,8 @@ ATTRIBUTES = {
     "trade": ("person", "What was the profession of {}?"),
     "length": ("river", "How long, in kilometres, is {}?"),
     "mouth": ("river", "Into which body of water does {} flow?"),
+    "year": ("event", "In which year did {} take place?"),
+    "attendance": ("event", "How many people attended {}?"),
 }
 
 
@@ -72,7 +78,7 @@ def _names(rng: random.Random, count: int, taken: set[str]) -> list[str]:
 
 
 def generate_pages(seed: int = 0, per_kind: int = 24) -> list[Page]:
-    """`per_kind` cities, people and rivers with their facts, links and page text."""
+    """`per_kind` cities, people, rivers and events with their facts, links and page text."""
     if per_kind < 2:
         raise ValueError(f"per_kind must be at least 2, got {per_kind}")
     rng = random.Random(seed)
@@ -80,7 +86,8 @@ def generate_pages(seed: int = 0, per_kind: int = 24) -> list[Page]:
     cities, rivers = _names(rng, per_kind, taken), _names(rng, per_kind, taken)
     people = [f"{a} {b}" for a, b in zip(_names(rng, per_kind, taken),
                                          _names(rng, per_kind, taken), strict=True)]  # fmt: skip
-    ids = {name: f"p{i:03d}" for i, name in enumerate(cities + people + rivers)}
+    events = [f"{rng.choice(EVENTS)} of {name}" for name in _names(rng, per_kind, taken)]
+    ids = {name: f"p{i:03d}" for i, name in enumerate(cities + people + rivers + events)}
     pages = []
     for name in cities:
         founder, river = rng.choice(people), rng.choice(rivers)
@@ -112,6 +119,16 @@ def generate_pages(seed: int = 0, per_kind: int = 24) -> list[Page]:
             Section("Exploration", f"The {name} was first mapped by {mapper}."),
         ]
         pages.append(Page(ids[name], name, sections, "river", facts, {"mapper": ids[mapper]}))
+    for name in events:
+        place, leader = rng.choice(cities), rng.choice(people)
+        facts = {"year": str(rng.randint(900, 1890)), "attendance": str(rng.randint(2, 90) * 100)}
+        sections = [
+            Section("Overview", f"The {name} took place in {place} in {facts['year']}."),
+            Section("People", f"The {name} was led by {leader}; about {facts['attendance']} "
+                              "people attended."),
+        ]  # fmt: skip
+        pages.append(Page(ids[name], name, sections, "event", facts,
+                          {"place": ids[place], "leader": ids[leader]}))  # fmt: skip
     return pages
 
 
@@ -124,7 +141,9 @@ class Question:
 
 
 def _describe(page: Page) -> str:
-    return f"the river {page.title}" if page.kind == "river" else page.title
+    return {"river": f"the river {page.title}", "event": f"the {page.title}"}.get(
+        page.kind, page.title
+    )
 
 
 def make_question(pages: list[Page], seed: int, difficulty: int) -> Question:

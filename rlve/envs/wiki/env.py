@@ -165,7 +165,7 @@ def load_environment(
         difficulties: difficulties of the generated questions, in turn (d needs d + 1 pages;
             0..5).
         corpus_seed: seed of the generated encyclopedia.
-        pages_per_kind: cities, people and rivers each in the generated encyclopedia.
+        pages_per_kind: cities, people, rivers and events each in the generated encyclopedia.
         corpus: a user corpus instead: rows with id/title/content, or a JSON lines file.
         questions: with `corpus`: rows with question/answer, or a JSON lines file.
         reward: 'exact' (normalised exact match) or 'f1' (word overlap).
