@@ -122,6 +122,10 @@ def test_llm_calls_reach_the_engine_within_their_budget():
         ("open('../escape.txt', 'w')", "Refused: access to '../escape.txt' is not allowed"),
         ("import socket\nsocket.socket().connect(('127.0.0.1', 9))", "Refused: socket.connect"),
         ("import ctypes\nctypes.CDLL(None)", "Refused: ctypes.dlopen is not allowed"),
+        (
+            "import resource\nresource.setrlimit(resource.RLIMIT_CPU, (10**6, 10**6))",
+            "Refused: resource.setrlimit is not allowed",
+        ),
         ("x = bytearray(4 * 1024**3)", "MemoryError: the cell went over the REPL's memory limit"),
     ],
 )

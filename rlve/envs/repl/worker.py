@@ -40,7 +40,12 @@ READ_EVENTS = {"os.listdir", "os.scandir"}
 REFUSED_EVENTS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
                   "subprocess.Popen", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym",
                   "ctypes.cdata", "os.kill", "os.killpg", "socket.connect", "socket.bind",
-                  "socket.sendto", "socket.getaddrinfo", "os.startfile"}  # fmt: skip
+                  "socket.sendto", "socket.getaddrinfo", "os.startfile",
+                  "resource.setrlimit", "resource.prlimit"}  # fmt: skip
+
+
+LIMITS_BEING_SET = False
+"""True while the worker itself sets a cell's CPU limit (the cell's own code may not)"""
 
 
 class Refused(PermissionError):
@@ -68,6 +73,8 @@ def make_audit_hook(workdir: str, read_roots: list[str]):
         return not write and any(real.startswith(root) for root in read_roots)
 
     def hook(event: str, args: tuple) -> None:
+        if event.startswith("resource.") and LIMITS_BEING_SET:
+            return
         if event in REFUSED_EVENTS:
             raise Refused(f"{event} is not allowed in this REPL")
         if event == "open" and args:
@@ -146,7 +153,12 @@ class Worker:
         value, error = None, None
         used = resource.getrusage(resource.RUSAGE_SELF)
         cpu = int(used.ru_utime + used.ru_stime + self.limits["cpu_s"]) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+        global LIMITS_BEING_SET
+        LIMITS_BEING_SET = True
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+        finally:
+            LIMITS_BEING_SET = False
         stdout, sys.stdout = sys.stdout, out
         stderr, sys.stderr = sys.stderr, out
         try:
