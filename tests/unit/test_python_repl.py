@@ -127,6 +127,7 @@ def test_llm_calls_reach_the_engine_within_their_budget():
             "Refused: resource.setrlimit is not allowed",
         ),
         ("x = bytearray(4 * 1024**3)", "MemoryError: the cell went over the REPL's memory limit"),
+        ("with open('big.bin', 'wb') as f:\n    f.write(b'x' * 20_000_000)", "File too large"),
     ],
 )
 def test_hostile_cells_get_errors_and_the_repl_goes_on(code, expected):

@@ -43,7 +43,7 @@ class REPLLimits:
     max_output_chars: int = 4000
     """stdout, value and traceback each keep this many characters"""
     max_file_bytes: int = 10_000_000
-    """largest file the worker may write (RLIMIT_FSIZE)"""
+    """largest file the worker may write (RLIMIT_FSIZE; a longer write fails with OSError)"""
     start_timeout_s: float = 30.0
     """longest wait for the worker to start"""
 

@@ -10,7 +10,8 @@ sees an empty stdin and a captured stdout. Before the first cell it locks itself
 - processes: fork, exec, spawn, system and subprocess are refused (audit hook);
 - files: writes only inside the working directory; reads inside it and in the Python
   installation (for imports); everything else is refused (audit hook);
-- memory: RLIMIT_AS; CPU: RLIMIT_CPU per cell (the kernel ends the process past it).
+- memory: RLIMIT_AS (MemoryError); file size: RLIMIT_FSIZE (OSError "File too large");
+  CPU: RLIMIT_CPU per cell (the kernel ends the process past it).
 
 The audit hook stops a model's mistakes and casual escapes; it is not a security boundary
 against code written to break out (ctypes is refused, but CPython has other ways): run untrusted
