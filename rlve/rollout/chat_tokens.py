@@ -10,11 +10,30 @@ reply, without touching what came before.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rlve.types import Message
 
 _PROBE = "\x00rlve-probe\x00"
+
+TOOLS_TEXT = """You can call the following tools:
+<tools>
+{tools}
+</tools>
+
+To call a tool, write one JSON object per call between tags, like this:
+<tool_call>{{"name": "<tool name>", "arguments": {{"<argument>": <value>}}}}</tool_call>"""
+"""the tool list put into the system message for chat templates that do not render tools"""
+
+
+def with_tools_in_system(messages: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
+    """The conversation with the tool list (TOOLS_TEXT) at the end of its system message (one is
+    added when there is none)."""
+    text = TOOLS_TEXT.format(tools="\n".join(json.dumps(t) for t in tools))
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
 
 
 class ChatTemplateError(ValueError):
@@ -32,6 +51,12 @@ class ChatTokens:
             )
         self.tokenizer = tokenizer
         self.tools = tools
+        self.tools_in_system = bool(tools) and not self._renders_tools()
+        """the template ignores `tools` (SmolLM2's, for one): the prompt's system message lists
+        them instead"""
+        if self.tools_in_system:
+            self.tools = None
+            self._tool_list = tools
         self._base = [{"role": "user", "content": "."}, {"role": "assistant", "content": _PROBE}]
         rendered = self._render(self._base, generation_prompt=False)
         if _PROBE not in rendered:
@@ -52,11 +77,23 @@ class ChatTokens:
                 f"the chat template failed: {type(exc).__name__}: {exc}"
             ) from exc
 
+    def _renders_tools(self) -> bool:
+        """Whether the chat template writes anything for the tools (or accepts them at all)."""
+        probe = [{"role": "user", "content": "."}]
+        try:
+            plain = self.tokenizer.apply_chat_template(probe, tokenize=False)
+            with_tools = self.tokenizer.apply_chat_template(probe, tools=self.tools, tokenize=False)
+        except Exception:
+            return False
+        return with_tools != plain
+
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         """The token ids of the prompt, ending with the assistant's generation prompt."""
+        if self.tools_in_system:
+            messages = with_tools_in_system(messages, self._tool_list)
         return self._encode(self._render(messages, generation_prompt=True))
 
     def reply_ids(self, completion_ids: list[int], reply: list[Message]) -> list[int]:

@@ -122,3 +122,35 @@ def test_a_template_that_cannot_render_a_reply_ends_those_episodes_not_the_evalu
     assert result.summary["errors/chat_template"] == 4
     for group in result.groups:  # the first answer was sampled and scored before the failure
         assert len(group.trajectories[0].turn_spans) == 1
+
+
+def test_tools_go_into_the_system_message_when_the_template_ignores_them():
+    from rlve.envs.calculator import calculate
+    from rlve.envs.tools import tool_schema
+
+    tools = [tool_schema(calculate)]
+    prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+    smollm2 = ChatTokens(with_template("smollm2.jinja"), tools)
+    assert smollm2.tools_in_system
+    text = smollm2.tokenizer.decode(smollm2.prompt_ids(prompt))
+    system = text.split("<|im_end|>")[0]
+    assert system.startswith("<|im_start|>system\nBe brief.\n\nYou can call the following tools:")
+    assert json.dumps(tools[0]) in system and "<tool_call>" in system
+    tiny = ChatTokens(load_tokenizer("tiny"), tools)  # its template renders tools itself
+    assert not tiny.tools_in_system
+    assert tiny.tokenizer.decode(tiny.prompt_ids(prompt)).count("<tools>") == 1
+
+
+def test_a_tool_episode_under_a_template_without_tools_stays_token_exact():
+    tokenizer = with_template("smollm2.jinja")
+    env = rlve.load_environment("calculator", num_examples=1)
+    replies = iter(['<tool_call>{"name": "calculate", "arguments": {"expression": "1+1"}}'
+                    "</tool_call>", "<answer>2</answer>"])  # fmt: skip
+    result = rlve.evaluate(env, ScriptedEngine(lambda m: next(replies), tokenizer), 1)
+    (t,) = result.groups[0].trajectories
+    assert t.stop_reason == "no_tool_call"
+    assert "You can call the following tools" in tokenizer.decode(t.token_ids[: t.prompt_len])
+    assert sampled_texts(tokenizer, t) == [
+        '<tool_call>{"name": "calculate", "arguments": {"expression": "1+1"}}</tool_call>',
+        "<answer>2</answer>",
+    ]
