@@ -59,8 +59,9 @@ class RecipeSize:
     """sampling temperature of RL and of every evaluation"""
     max_tokens: int = 48
     """most tokens per model turn, in RL and evaluation"""
-    invalid_penalty: str = "flat"
-    """the RL rubric's invalid-move penalty: 'flat' (once per game) or 'per_move'"""
+    invalid_penalty: str = "per_move"
+    """the RL rubric's invalid-move penalty: 'per_move' (-0.1 each; measured better, see
+    docs/results.md) or 'flat' (-0.1 once per game, the seed's rubric)"""
     eval_games: int = 200
     """games per opponent in each evaluation"""
 
@@ -217,19 +218,22 @@ def wdl(summary: dict[str, float]) -> str:
 
 
 TABLE_COLUMNS = (
-    ("vs optimal W/D/L %", "optimal", ("win", "draw", "loss")),
-    ("vs random W/D/L %", "random", ("win", "draw", "loss")),
-    ("invalid % (opt/rand)", None, ("invalid",)),
-    ("format % (opt/rand)", None, ("format",)),
+    ("vs optimal W/D/L %", "optimal", ("win", "draw", "loss"), 100),
+    ("vs random W/D/L %", "random", ("win", "draw", "loss"), 100),
+    ("games with an invalid move % (opt/rand)", None, ("invalid",), 100),
+    ("invalid moves per game (opt/rand)", None, ("invalid_moves",), 1),
+    ("format % (opt/rand)", None, ("format",), 100),
 )
+"""(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage)"""
 
 
-def cell(values: list[float]) -> str:
-    """A percentage as the mean over seeds, with the range when there are several."""
+def cell(values: list[float], scale: float = 100) -> str:
+    """`scale` x the mean over seeds, with the range when there are several."""
     from rlve.cli.compare import mean_and_range
 
-    percents = [100 * v for v in values]
-    return f"{percents[0]:.1f}" if len(values) == 1 else mean_and_range(percents, digits=1)
+    scaled = [scale * v for v in values]
+    digits = 1 if scale == 100 else 2
+    return f"{scaled[0]:.{digits}f}" if len(values) == 1 else mean_and_range(scaled, digits=digits)
 
 
 def stage_cells(results: list[dict], stage: str) -> list[str]:
@@ -237,23 +241,23 @@ def stage_cells(results: list[dict], stage: str) -> list[str]:
         return [r[stage][opponent][f"game/{metric}"] for r in results]
 
     cells = []
-    for _, opponent, metrics in TABLE_COLUMNS:
+    for _, opponent, metrics, scale in TABLE_COLUMNS:
         opponents = (opponent,) if opponent else tuple(OPPONENTS)
-        cells.append(" / ".join(cell(values(o, m)) for o in opponents for m in metrics))
+        cells.append(" / ".join(cell(values(o, m), scale) for o in opponents for m in metrics))
     return cells
 
 
 def results_table(results: list[dict]) -> str:
     """Markdown: one row per stage, mean [min-max] over the seeds' results."""
-    header = ["model", *(title for title, _, _ in TABLE_COLUMNS)]
+    header = ["model", *(title for title, *_ in TABLE_COLUMNS)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for stage in STAGES:
         lines.append("| " + " | ".join([STAGE_NAMES[stage], *stage_cells(results, stage)]) + " |")
     return "\n".join(lines)
 
 
-TRAINING_METRICS = ["reward/mean", "game/invalid", "game/draw", "game/win", "train/clip_frac",
-                    "train/ratio_max"]  # fmt: skip
+TRAINING_METRICS = ["reward/mean", "game/invalid", "game/invalid_moves", "game/draw", "game/win",
+                    "train/clip_frac", "train/ratio_max"]  # fmt: skip
 """the RL runs' curves drawn by `plot_training`"""
 
 
@@ -297,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="runs/recipe")
-    parser.add_argument("--invalid-penalty", choices=("flat", "per_move"), default="flat",
+    parser.add_argument("--invalid-penalty", choices=("flat", "per_move"),
+                        default=RECIPE.invalid_penalty,
                         help="the RL rubric's invalid-move penalty")  # fmt: skip
     args = parser.parse_args(argv)
     run(Path(args.out), replace(RECIPE, invalid_penalty=args.invalid_penalty), args.seeds)

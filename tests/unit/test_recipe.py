@@ -6,7 +6,7 @@ from rlve.train import load_run_config
 
 def summary(win, draw, loss, invalid, fmt=1.0):
     return {"game/win": win, "game/draw": draw, "game/loss": loss, "game/invalid": invalid,
-            "game/format": fmt}  # fmt: skip
+            "game/invalid_moves": 3 * invalid, "game/format": fmt}  # fmt: skip
 
 
 def result(draw_vs_optimal, invalid):
@@ -23,6 +23,7 @@ def test_the_table_shows_the_mean_and_the_range_over_seeds():
     cells = table[2].split(" | ")
     assert cells[1] == "0.0 [0.0-0.0] / 60.0 [50.0-70.0] / 40.0 [30.0-50.0]"
     assert cells[3] == "30.0 [20.0-40.0] / 15.0 [10.0-20.0]"  # invalid: optimal / random
+    assert cells[4] == "0.90 [0.60-1.20] / 0.45 [0.30-0.60]"  # invalid moves per game
 
 
 def test_one_seed_shows_plain_numbers():
@@ -35,6 +36,7 @@ def test_the_rl_run_is_the_cispo_experiment_scaled_down(tmp_path):
     assert config.trainer.loss == "cispo" and not config.trainer.lora.enabled
     assert config.trainer.max_steps == RECIPE.rl_steps and config.env.seed == 2
     assert config.env.args["tictactoe"]["seed"] == 2
+    assert config.env.args["tictactoe"]["invalid_penalty"] == "per_move"
     assert config.rollout.groups_per_step * config.rollout.group_size == 128
     assert DEMO.rl_steps < RECIPE.rl_steps and DEMO.sft_steps < RECIPE.sft_steps
 
