@@ -68,10 +68,10 @@ def load(label: str, episodes: int):
     return rlve.load_environment(label.split(" ")[0], num_examples=episodes, **ENVS[label])
 
 
-def run(env, engine, episodes: int) -> tuple[float, float, dict[str, float]]:
+def run(env, engine, episodes: int, sampling=None) -> tuple[float, float, dict[str, float]]:
     """(wall seconds, tool seconds summed over episodes, summary)."""
     start = time.perf_counter()
-    result = rlve.evaluate(env, engine, episodes, max_concurrent=16)
+    result = rlve.evaluate(env, engine, episodes, max_concurrent=16, sampling=sampling)
     wall = time.perf_counter() - start
     trajectories = [t for g in result.groups for t in g.trajectories]
     tool = sum(t.metrics.get(key, 0.0) for t in trajectories for key in TOOL_SECONDS)
@@ -83,6 +83,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--no-vllm", action="store_true")
     parser.add_argument("--model", default="tiny", help="vLLM's model: tiny, smollm2-135m, a path")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="vLLM: most tokens per turn (default: the environment's)")  # fmt: skip
     args = parser.parse_args()
     print(f"scripted engine, {args.episodes} episodes, at most 16 at a time")
     print(f"{'environment':<22}{'episodes/s':>11}{'reward':>8}{'tool s (sum)':>14}")
@@ -97,6 +99,7 @@ def main() -> None:
     if args.no_vllm:
         return
     from rlve.config import InferenceConfig
+    from rlve.inference.engine import SamplingConfig
     from rlve.inference.vllm_engine import VLLMEngine
     from rlve.models import load_tokenizer, resolve_model_path
 
@@ -108,7 +111,9 @@ def main() -> None:
     with VLLMEngine(path, load_tokenizer(path), InferenceConfig(max_model_len=2048)) as vllm:
         for label in ENVS:
             env, engine = load(label, args.episodes), TimedEngine(vllm)
-            wall, tool, summary = run(env, engine, args.episodes)
+            tokens = args.max_tokens or env.sampling.get("max_tokens", 128)
+            sampling = SamplingConfig(temperature=1.0, max_tokens=tokens)
+            wall, tool, summary = run(env, engine, args.episodes, sampling)
             turns = summary["episode/turns_mean"]
             print(f"{label:<22}{wall:>8.1f}{engine.seconds:>18.1f}{tool:>14.1f}{turns:>7.2f}")
             getattr(env, "close", lambda: None)()
