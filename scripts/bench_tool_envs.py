@@ -27,7 +27,7 @@ ENVS = {
     "wiki_search": {"difficulties": [0, 1, 2]},
     "python_repl/ledger": {"difficulties": [0, 2, 4]},
 }
-TOOL_SECONDS = ("tools/seconds", "mcp/start_seconds", "repl/seconds")
+TOOL_SECONDS = ("tools/seconds", "mcp/start_seconds", "repl/seconds", "repl/start_seconds")
 
 
 def wiki_policy(messages):

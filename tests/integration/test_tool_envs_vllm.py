@@ -27,7 +27,8 @@ def play(env, engine, examples: int, rollouts: int):
     elapsed = time.perf_counter() - start
     trajectories = [t for g in result.groups for t in g.trajectories]
     tool_s = sum(t.metrics.get(key, 0.0) for t in trajectories
-                 for key in ("tools/seconds", "mcp/start_seconds", "repl/seconds"))  # fmt: skip
+                 for key in ("tools/seconds", "mcp/start_seconds", "repl/seconds",
+                             "repl/start_seconds"))  # fmt: skip
     print(f"\n{env.name}: {len(trajectories)} episodes in {elapsed:.1f} s, "
           f"tools and server starts {tool_s:.1f} s summed over episodes")  # fmt: skip
     return trajectories

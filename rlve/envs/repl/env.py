@@ -75,10 +75,12 @@ class PythonREPLEnv(MultiTurnEnv):
 
     async def setup_state(self, state: State) -> None:
         state.update(repl_cells=0, repl_errors=0, repl_seconds=0.0, sub_calls=[], llm_tokens=0)
+        start = time.perf_counter()
         state["repl"] = await REPLWorker.start(self.limits)
         for name in self.variables:
             if name in state["info"]:
                 await state["repl"].set_variable(name, state["info"][name])
+        state["repl_start_seconds"] = time.perf_counter() - start
 
     async def env_response(self, messages: list[Message], state: State) -> list[Message]:
         blocks = code_blocks(assistant_texts(messages[-1:])[0] if messages else "")
@@ -139,6 +141,7 @@ class PythonREPLEnv(MultiTurnEnv):
             "repl/errors": float(state.get("repl_errors", 0)),
             "repl/breaches": float("repl_breach" in state),
             "repl/seconds": float(state.get("repl_seconds", 0.0)),
+            "repl/start_seconds": float(state.get("repl_start_seconds", 0.0)),
             "repl/llm_calls": float(len(state.get("sub_calls", []))),
             "repl/llm_tokens": float(state.get("llm_tokens", 0)),
             "repl/network_isolated": float(state.get("repl_network_isolated", False)),
