@@ -16,6 +16,7 @@ from rlve.inference.engine import SamplingConfig
 from rlve.inference.scripted import ScriptedEngine
 from rlve.inference.vllm_engine import VLLMEngine
 from rlve.models import load_causal_lm, load_tokenizer, resolve_model_path
+from rlve.rollout.chat_tokens import ChatTokens, with_tools_in_system
 from rlve.training.trainer import Trainer
 
 pytestmark = pytest.mark.slow
@@ -64,6 +65,9 @@ def test_episodes_are_the_conversation_its_template_renders(tokenizer, env_name,
         assert len(t.turn_spans) >= 2  # several model turns
         last = max(i for i, m in enumerate(t.completion) if m["role"] == "assistant")
         conversation = t.prompt + t.completion[: last + 1]
+        if env.tool_schemas:  # SmolLM2's template ignores tools: rlve lists them itself
+            assert ChatTokens(tokenizer, env.tool_schemas).tools_in_system
+            conversation = with_tools_in_system(conversation, env.tool_schemas)
         rendered = tokenizer.apply_chat_template(
             conversation, tools=env.tool_schemas, tokenize=False
         )
