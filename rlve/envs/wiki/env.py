@@ -12,11 +12,9 @@ plus 0.1 when the final message holds an `<answer>` (the format reward).
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from rlve.envs.base import require_int
@@ -24,7 +22,7 @@ from rlve.envs.parsers import XMLParser, assistant_texts
 from rlve.envs.rubric import Rubric
 from rlve.envs.tools import ToolEnv
 from rlve.envs.wiki.corpus import MAX_DIFFICULTY, generate_pages, make_question
-from rlve.envs.wiki.index import WikiIndex, pages_from_rows
+from rlve.envs.wiki.index import WikiIndex, load_rows, pages_from_rows
 from rlve.types import Example, Message
 
 SYSTEM_PROMPT = """Answer the question using the encyclopedia tools: search for pages, look at \
@@ -138,13 +136,6 @@ class GeneratedWikiEnv(WikiSearchEnv):
                        row["info"])  # fmt: skip
 
 
-def _rows(source: Iterable[Mapping[str, Any]] | str | Path) -> list[Mapping[str, Any]]:
-    if isinstance(source, str | Path):
-        with open(source, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
-    return list(source)
-
-
 def load_environment(
     num_examples: int = 200,
     seed: int = 0,
@@ -180,7 +171,7 @@ def load_environment(
     if corpus is not None:
         if questions is None:
             raise ValueError("a user corpus needs questions (rows with question and answer)")
-        rows = _rows(questions)[:num_examples]
+        rows = load_rows(questions)[:num_examples]
         return WikiSearchEnv(rows, WikiIndex(pages_from_rows(corpus)), **common)
     if questions is not None:
         raise ValueError("questions are for a user corpus; pass corpus as well")

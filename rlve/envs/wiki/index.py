@@ -22,13 +22,18 @@ _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
 _WORD = re.compile(r"\w+")
 
 
+def load_rows(source: Iterable[Mapping[str, Any]] | str | Path) -> list[Mapping[str, Any]]:
+    """The rows of a JSON lines file (given by its path), or of any iterable of dicts."""
+    if isinstance(source, str | Path):
+        with open(source, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+    return list(source)
+
+
 def pages_from_rows(rows: Iterable[Mapping[str, Any]] | str | Path) -> list[Page]:
     """Pages from rows with id/title/content (or the path of a JSON lines file of them)."""
-    if isinstance(rows, str | Path):
-        with open(rows, encoding="utf-8") as handle:
-            rows = [json.loads(line) for line in handle if line.strip()]
     pages = []
-    for i, row in enumerate(rows):
+    for i, row in enumerate(load_rows(rows)):
         missing = [key for key in ("id", "title", "content") if key not in row]
         if missing:
             raise ValueError(f"corpus row {i} lacks {missing}; it has {sorted(row)}")
