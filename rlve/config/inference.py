@@ -1,0 +1,55 @@
+"""`inference.*`: how the vLLM engine is started and how new weights reach it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlve.config.checks import require, require_choice
+
+WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
+
+
+@dataclass
+class InferenceConfig:
+    """How the vLLM engine is started (`inference.*`)."""
+
+    dtype: str = "float32"
+    """weights and activations: float32 on CPU (exact log-prob parity), bfloat16 on GPU"""
+    max_model_len: int = 2048
+    """longest sequence (prompt + completion) the engine accepts"""
+    gpu_memory_utilization: float = 0.2
+    """share of GPU memory for weights + KV cache (on CPU vLLM reads it as a share of RAM)"""
+    cpu_kv_cache_gib: int = 1
+    """KV cache size on CPU, whole GiB (sets VLLM_CPU_KVCACHE_SPACE)"""
+    max_num_seqs: int = 256
+    """most sequences in one engine batch"""
+    enforce_eager: bool = False
+    """skip graph capture/compilation: faster start, slower steps"""
+    enable_prefix_caching: bool = True
+    """reuse the KV cache of shared prefixes (multi-turn prompts grow by appending)"""
+    seed: int = 0
+    """engine seed (requests carry their own seeds too)"""
+    tensor_parallel_size: int = 1
+    """GPUs per engine"""
+    gpus: list[int] | None = None
+    """GPUs vLLM runs on, numbered like the trainer's `cuda:N` (e.g. [0] with trainer.device
+    cuda:1); None = the first `tensor_parallel_size` GPUs; ignored on CPU"""
+    request_timeout_s: float = 600.0
+    """longest wait for one generation before the run is stopped with an error"""
+    start_timeout_s: float = 900.0
+    """longest wait for the engine to start"""
+    weight_transport: str = "shared_memory"
+    """how pushes reach vLLM: "shared_memory" (a safetensors file in RAM; CPU or GPU), "nccl"
+    (broadcast GPU to GPU; the trainer on its own GPU) or "gloo" (broadcast through CPU memory)"""
+
+    def __post_init__(self):  # checked when built: VLLMEngine takes one directly
+        require(
+            0 < self.gpu_memory_utilization <= 1,
+            f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
+        )
+        require(
+            isinstance(self.cpu_kv_cache_gib, int) and self.cpu_kv_cache_gib >= 1,
+            f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}",
+        )
+        require_choice("weight_transport", self.weight_transport, WEIGHT_TRANSPORTS)
+        require(self.max_model_len >= 16, f"max_model_len must be >= 16, got {self.max_model_len}")

@@ -1,0 +1,179 @@
+"""`rollout.*`, `env.*` (with its curriculum), `logging.*`, and the run that holds them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlve.config.checks import require, require_choice
+from rlve.config.inference import InferenceConfig
+from rlve.config.trainer import TrainerConfig
+from rlve.sync.placement import check_placement
+
+ASYNC_LEVELS = (0, 1)
+ENGINES = ("vllm", "scripted")
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+@dataclass
+class RolloutConfig:
+    """How rollouts are generated each step."""
+
+    engine: str = "vllm"
+    """"vllm" (the model) or "scripted" (a scripted policy named by `scripted_policy`, for tests)"""
+    scripted_policy: str = "rlve.envs.tictactoe:random_policy"
+    """module:function of the policy when engine is "scripted\""""
+    group_size: int = 8
+    """rollouts per problem (the group of group-relative advantages); >= 2"""
+    groups_per_step: int = 32
+    """problems per optimizer step; games per step = groups_per_step * group_size"""
+    max_tokens: int | None = None
+    """most tokens per model turn; None = each environment's own default"""
+    top_p: float = 1.0
+    """nucleus mass; 1.0 (the trainer's log-probs are of the whole distribution; temperature:
+    `trainer.temperature`)"""
+    max_concurrent: int = 256
+    """most episodes in flight at once"""
+    episode_time_limit_s: float | None = 600.0
+    """wall-clock limit per episode; a timed-out episode ends as truncated; None = no limit"""
+    async_level: int = 0
+    """0: strictly on-policy; 1: generate step n+1 while the trainer trains step n"""
+    dynamic_sampling: bool = False
+    """DAPO: drop groups whose rewards are all equal and sample more until the batch is full"""
+    max_refills: int = 4
+    """most extra sampling rounds per step when dynamic sampling is on; >= 0"""
+    oversample: float = 1.0
+    """with dynamic sampling, each refill asks for missing * oversample groups; >= 1"""
+    overlong_buffer: int | None = None
+    """DAPO overlong shaping: penalise completions in the last N tokens before max_tokens"""
+
+    def validate(self) -> None:
+        require_choice("rollout.engine", self.engine, ENGINES)
+        require(self.group_size >= 2, f"rollout.group_size must be >= 2, got {self.group_size}")
+        require(
+            self.groups_per_step >= 1,
+            f"rollout.groups_per_step must be >= 1, got {self.groups_per_step}",
+        )
+        require(
+            self.max_tokens is None or self.max_tokens >= 1,
+            f"rollout.max_tokens must be None or >= 1, got {self.max_tokens}",
+        )
+        require(self.top_p == 1.0, f"rollout.top_p must be 1.0, got {self.top_p}: vLLM's log-probs "
+                "would be the nucleus's, the trainer's the whole distribution's")  # fmt: skip
+        require(
+            self.max_concurrent >= 1,
+            f"rollout.max_concurrent must be >= 1, got {self.max_concurrent}",
+        )
+        require_choice("rollout.async_level", self.async_level, ASYNC_LEVELS)
+        require(self.max_refills >= 0, f"rollout.max_refills must be >= 0, got {self.max_refills}")
+        require(self.oversample >= 1, f"rollout.oversample must be >= 1, got {self.oversample}")
+        require(
+            self.overlong_buffer is None or self.overlong_buffer >= 1,
+            f"rollout.overlong_buffer must be None or >= 1, got {self.overlong_buffer}",
+        )
+
+
+@dataclass
+class CurriculumConfig:
+    """Adaptive difficulty (RLVE): a window [low, high] per environment (rlve.curriculum)."""
+
+    enabled: bool = False
+    """draw each problem's difficulty from its environment's adaptive window"""
+    tau_acc: float = 0.9
+    """accuracy at `high` that raises the window; in (0, 1]"""
+    tau_num: int = 128
+    """rollouts at `high` counted before each check; >= 1"""
+    d_delta: int = 4
+    """widest window (high - low + 1); >= 1"""
+    lower_floor: float | None = None
+    """beyond the paper: lower `low` when accuracy there falls under this; None = off"""
+    variance_weighting: bool = False
+    """beyond the paper: favour environments whose recent groups had the most reward variance"""
+
+
+@dataclass
+class EnvConfig:
+    """The environments to train on, and how problems are drawn from them."""
+
+    names: list[str] = field(default_factory=lambda: ["tictactoe"])
+    """environment names or globs (`rlve-gym/*`); see rlve.list_environments()"""
+    weights: list[float] | None = None
+    """sampling weight per entry of `names` (a glob's weight is shared by its matches); None =
+    uniform over environments"""
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """keyword arguments per environment name, e.g. {tictactoe: {max_turns: 7}}"""
+    default_args: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments for every environment of `names` (per-name `args` override them),
+    e.g. {num_examples: 4} for a whole family loaded by a glob"""
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """adaptive difficulty for environments that have one"""
+    seed: int = 0
+    """seed of the problem sampler (which environment, which example, which difficulty)"""
+
+    def validate(self) -> None:
+        require(len(self.names) > 0, "env.names must name at least one environment")
+        if self.weights is not None:
+            require(
+                len(self.weights) == len(self.names),
+                f"env.weights has {len(self.weights)} entries but env.names has {len(self.names)}",
+            )
+            require(all(w >= 0 for w in self.weights), f"env.weights must be >= 0: {self.weights}")
+            require(sum(self.weights) > 0, "env.weights must not all be 0")
+        c = self.curriculum
+        require(0 < c.tau_acc <= 1, f"env.curriculum.tau_acc must be in (0, 1], got {c.tau_acc}")
+        require(c.tau_num >= 1, f"env.curriculum.tau_num must be >= 1, got {c.tau_num}")
+        require(c.d_delta >= 1, f"env.curriculum.d_delta must be >= 1, got {c.d_delta}")
+
+
+@dataclass
+class LoggingConfig:
+    """Where metrics go: metrics.jsonl always, W&B, the console."""
+
+    wandb_mode: str = "offline"
+    """"offline" (files under the run directory, sync later), "online" or "disabled\""""
+    project: str = "rlve"
+    """W&B project"""
+    tags: list[str] = field(default_factory=list)
+    """W&B tags"""
+    samples_per_step: int = 2
+    """rollouts written as readable text to samples/step_<n>.txt each step; 0 = none"""
+    console_every: int = 1
+    """print a progress line every N steps"""
+
+    def validate(self) -> None:
+        require_choice("logging.wandb_mode", self.wandb_mode, WANDB_MODES)
+
+
+@dataclass
+class RunConfig:
+    """A training run: `python -m rlve.train +experiment=tictactoe_cispo`."""
+
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """the learning side: model, LoRA, optimizer, loss, temperature, max_steps"""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """rollout generation"""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """environments and curriculum"""
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    """the vLLM engine"""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """metrics sinks"""
+    run_name: str = "run"
+    """name of the run (W&B run name; part of the default output directory)"""
+    output_dir: str = "runs/${run_name}"
+    """run directory: metrics.jsonl, samples/, checkpoints/, wandb/, config.yaml"""
+    save_every: int = 10
+    """checkpoint every N steps (and at the end, and on Ctrl-C); >= 1"""
+    resume: bool = False
+    """continue the run in output_dir from its latest checkpoint"""
+
+    def validate(self) -> None:
+        self.trainer.validate()
+        self.rollout.validate()
+        self.env.validate()
+        self.logging.validate()
+        require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
+        if self.rollout.engine == "vllm":
+            i = self.inference
+            check_placement(self.trainer.device, i.gpus, i.tensor_parallel_size,
+                            i.weight_transport, i.gpu_memory_utilization)  # fmt: skip

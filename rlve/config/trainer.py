@@ -1,0 +1,158 @@
+"""`trainer.*`: the model, LoRA, precision, optimizer, schedule, micro-batching and RL loss."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlve.config.checks import require, require_choice
+
+DTYPES = ("float32", "bfloat16")
+OLD_LOGPROBS = ("sampler", "recompute")
+TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_tokens", "mini_batches",
+                  "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class LoraConfig:
+    """Low-rank adapters (peft) instead of full fine-tuning."""
+
+    enabled: bool = False
+    """train LoRA adapters on a frozen base model instead of all weights"""
+    rank: int = 16
+    """rank r of each adapter (the low-rank matrices are [r, in] and [out, r]); >= 1"""
+    alpha: float = 32.0
+    """scaling numerator: the adapter's update is multiplied by alpha / rank; > 0"""
+    dropout: float = 0.0
+    """dropout on the adapter's input while training; in [0, 1)"""
+    target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    """last names of the linear layers that get adapters (default: Qwen/Llama naming; LFM2 has
+    in_proj, out_proj, w1-w3), or ["all-linear"]; one that matches no layer is an error"""
+
+    def validate(self) -> None:
+        require(self.rank >= 1, f"lora.rank must be >= 1, got {self.rank}")
+        require(self.alpha > 0, f"lora.alpha must be > 0, got {self.alpha}")
+        require(0.0 <= self.dropout < 1.0, f"lora.dropout must be in [0, 1), got {self.dropout}")
+        targets = list(self.target_modules)
+        require(len(targets) > 0 and ("all-linear" not in targets or len(targets) == 1),
+                f"lora.target_modules: names, or 'all-linear' alone; got {targets}")  # fmt: skip
+
+
+@dataclass
+class TrainerConfig:
+    """The torch trainer: model, precision, optimizer, schedule, micro-batching and RL loss."""
+
+    model: str = "tiny"
+    """model to train: "tiny" (built-in, no download), a local directory or a hub id"""
+    dtype: str = "float32"
+    """dtype of the trained weights: "float32" or "bfloat16" (log-probs are always fp32)"""
+    device: str = "cpu"
+    """torch device of the trainer, e.g. "cpu" or "cuda:1\""""
+    gradient_checkpointing: bool = False
+    """recompute activations in the backward pass: less memory, about a third more compute"""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """LoRA settings; `lora.enabled=false` means full fine-tuning"""
+
+    lr: float = 1e-5
+    """peak learning rate of AdamW; > 0"""
+    beta1: float = 0.9
+    """AdamW's first-moment decay; in [0, 1)"""
+    beta2: float = 0.999
+    """AdamW's second-moment decay; in [0, 1)"""
+    adam_eps: float = 1e-8
+    """AdamW's denominator epsilon; > 0"""
+    weight_decay: float = 0.0
+    """AdamW's decoupled weight decay; >= 0"""
+    lr_schedule: str = "constant"
+    """"constant" or "cosine" (decays to min_lr_ratio * lr at max_steps), after the warmup"""
+    warmup_steps: int = 0
+    """optimizer steps of linear warmup from lr / warmup_steps up to lr; >= 0"""
+    max_steps: int = 1000
+    """optimizer steps of the run (the training loop stops there; the cosine schedule spans
+    them); >= 1"""
+    min_lr_ratio: float = 0.0
+    """the cosine schedule's final lr as a share of lr; in [0, 1]"""
+    max_grad_norm: float = 1.0
+    """clip the global gradient norm to this; 0 turns clipping off (the norm is still logged)"""
+
+    max_tokens_per_microbatch: int = 8192
+    """token budget of one forward pass: rows x padded length stays under it; >= 1. A single
+    longer sequence gets a micro-batch of its own (see rlve.algorithms.packing)"""
+    logprob_chunk_tokens: int = 1024
+    """tokens per chunk of the vocabulary projection, so [tokens, vocab] logits never exist at
+    once for the whole micro-batch; >= 1"""
+
+    loss: str = "cispo"
+    """policy loss: "grpo", "dapo" or "cispo" (rlve.algorithms.LOSSES)"""
+    old_logprobs: str = "recompute"
+    """the behaviour policy of the ratio r = pi_theta / pi_old: "sampler" (vLLM's log-probs of
+    the sampled tokens, so r also spans the weight lag of an async run; MiniMax-M1, prime-rl) or
+    "recompute" (a no-grad trainer pass before the first update; `tis_cap` corrects the gap)"""
+    std_normalize: bool = False
+    """divide group advantages by the group's reward std (GRPO); off for Dr. GRPO / CISPO"""
+    eps_low: float = 0.2
+    """lower clip range of grpo/dapo: ratio >= 1 - eps_low; in [0, 1)"""
+    eps_high: float = 0.28
+    """upper clip range of grpo/dapo: ratio <= 1 + eps_high; >= 0"""
+    is_cap: float = 5.0
+    """cap on CISPO's importance weight (absolute); > 0"""
+    tis_cap: float | None = None
+    """truncated importance sampling cap C against the sampler's log-probs; None = off; > 1"""
+    tis_mode: str = "truncate"
+    """"truncate" (weight min(w, C)) or "mask" (drop tokens with w outside [1/C, C])"""
+    kl_beta: float = 0.0
+    """weight of the k3 KL penalty to the reference model; 0 = off (no reference is loaded)"""
+    temperature: float = 1.0
+    """sampling temperature of the rollouts: log-probs are log_softmax(logits / temperature)"""
+    num_iterations: int = 1
+    """passes over the same rollouts per train_step (PPO epochs); >= 1"""
+    mini_batches: int = 1
+    """optimizer steps per pass: the step's sequences are split into this many parts, so from the
+    second on r != 1 and the clip acts; >= 1. A train_step takes num_iterations x mini_batches
+    optimizer steps, and the lr schedule counts those"""
+    max_bad_steps: int = 3
+    """consecutive skipped steps (NaN/inf loss or gradient, nothing to train) before
+    TrainingDiverged is raised; >= 1"""
+
+    seed: int = 0
+    """seed of python, numpy and torch rngs (LoRA init, dropout)"""
+    keep_checkpoints: int = 3
+    """checkpoints kept in a checkpoint directory; older ones are deleted; >= 1"""
+
+    def validate(self) -> None:
+        from rlve.algorithms import SCHEDULES
+
+        require_choice("dtype", self.dtype, DTYPES)
+        self.lora.validate()
+        require(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            require(0.0 <= value < 1.0, f"{name} must be in [0, 1), got {value}")
+        require(self.adam_eps > 0, f"adam_eps must be > 0, got {self.adam_eps}")
+        require(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
+        require_choice("lr_schedule", self.lr_schedule, SCHEDULES)
+        require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        require(
+            0.0 <= self.min_lr_ratio <= 1.0,
+            f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}",
+        )
+        require(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
+        for name in TRAINER_COUNTS:
+            value = getattr(self, name)
+            require(value >= 1, f"{name} must be >= 1, got {value}")
+        self._validate_loss()
+
+    def _validate_loss(self) -> None:
+        from rlve.algorithms import LOSSES, check_hyperparameters
+
+        require_choice("loss", self.loss, sorted(LOSSES))
+        check_hyperparameters(self.eps_low, self.eps_high, self.is_cap, self.tis_cap,
+                              self.tis_mode, num_tokens=None)  # fmt: skip
+        require_choice("old_logprobs", self.old_logprobs, OLD_LOGPROBS)
+        require(
+            self.tis_cap is None or self.old_logprobs == "recompute",
+            f"tis_cap={self.tis_cap} corrects recomputed old log-probs against the sampler's; "
+            "with old_logprobs=sampler the ratio is already against the sampler: set tis_cap=null",
+        )
+        require(self.kl_beta >= 0.0, f"kl_beta must be >= 0, got {self.kl_beta}")
+        require(self.temperature > 0.0, f"temperature must be > 0, got {self.temperature}")
