@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from rlve.config.checks import require, require_choice
 
 DTYPES = ("float32", "bfloat16")
+MIXED_PRECISION = ("none", "bfloat16")
 OLD_LOGPROBS = ("sampler", "recompute")
 TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_tokens", "mini_batches",
                   "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
@@ -50,6 +51,9 @@ class TrainerConfig:
     """torch device of the trainer, e.g. "cpu" or "cuda:1\""""
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass: less memory, about a third more compute"""
+    mixed_precision: str = "none"
+    """under torchrun (FSDP2): "bfloat16" computes in bf16 with fp32 weights, optimizer state
+    and gradient reduction; "none" computes in `dtype`"""
     lora: LoraConfig = field(default_factory=LoraConfig)
     """LoRA settings; `lora.enabled=false` means full fine-tuning"""
 
@@ -123,6 +127,7 @@ class TrainerConfig:
         from rlve.algorithms import SCHEDULES
 
         require_choice("dtype", self.dtype, DTYPES)
+        require_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         self.lora.validate()
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         for name in ("beta1", "beta2"):

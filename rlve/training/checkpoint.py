@@ -1,9 +1,12 @@
-"""Atomic training checkpoints, rng state capture, merged weights for inference, and export.
+"""Atomic, resharding training checkpoints, and rng state capture.
 
-A checkpoint is a directory `step_<n>`: `weights.safetensors` (the trained parameters: all of
-them, or only the LoRA adapter), `trainer_state.pt` (optimizer, scheduler, rng states, step and
-the caller's `extra`) and `meta.json`. It is written into a temporary sibling directory, fsynced
-and renamed into place, so a crash mid-save leaves the previous checkpoints as they were.
+A checkpoint is a directory `step_<n>`: `model_and_optimizer/` (the trained parameters, all of
+them or only the LoRA adapter, and the optimizer state, written by every rank with
+`torch.distributed.checkpoint`, keyed by parameter name, so a checkpoint saved by N ranks loads
+on M ranks or in one process), `trainer_state.pt` (scheduler, rng states of every rank, step and
+the caller's `extra`, written by rank 0) and `meta.json`. It is written into a temporary sibling
+directory, fsynced and renamed into place, so a crash mid-save leaves the previous checkpoints as
+they were.
 """
 
 from __future__ import annotations
@@ -13,18 +16,22 @@ import os
 import random
 import re
 import shutil
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
-from torch import Tensor, nn
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
 
-from rlve.models import TINY_MARKER_FILE, resolve_model_path
+from rlve.distributed import World
 
-WEIGHTS_FILE = "weights.safetensors"
+MODEL_AND_OPTIMIZER = "model_and_optimizer"
 STATE_FILE = "trainer_state.pt"
 META_FILE = "meta.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -86,119 +93,103 @@ def _fsync_dir(path: str) -> None:
 
 
 def _fsync_tree(path: str) -> None:
-    for name in os.listdir(path):
-        with open(os.path.join(path, name), "rb") as handle:
-            os.fsync(handle.fileno())
-    _fsync_dir(path)
+    for parent, _, files in os.walk(path):
+        for name in files:
+            with open(os.path.join(parent, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        _fsync_dir(parent)
 
 
 def save_checkpoint(
-    root: str, step: int, weights: dict[str, Tensor], state: dict[str, Any], keep: int
+    root: str,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    keep: int,
+    world: World = World(),
 ) -> str:
-    """Writes `root/step_<step>` atomically and deletes all but the newest `keep` checkpoints.
-
-    `weights` go to safetensors (cloned to contiguous cpu tensors: tied weights share storage),
-    `state` through torch.save. Returns the checkpoint's path.
-    """
+    """Writes `root/step_<step>` atomically (every rank calls it) and deletes all but the newest
+    `keep` checkpoints. `state` is rank 0's (torch.save). Returns the checkpoint's path."""
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
-    os.makedirs(root, exist_ok=True)
     final = os.path.join(root, step_dirname(step))
-    staging = tempfile.mkdtemp(prefix=f".{step_dirname(step)}.", dir=root)
+    staging = os.path.join(root, f".{step_dirname(step)}.partial")
+    if world.is_main:
+        os.makedirs(root, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)  # left by a crash in an earlier save
+        os.makedirs(staging)
+    world.barrier()
     try:
-        cpu_weights = {
-            name: t.detach().to("cpu").contiguous().clone() for name, t in weights.items()
-        }
-        save_file(cpu_weights, os.path.join(staging, WEIGHTS_FILE))
-        torch.save(state, os.path.join(staging, STATE_FILE))
-        with open(os.path.join(staging, META_FILE), "w") as meta:
-            json.dump({"step": step, "num_tensors": len(cpu_weights)}, meta)
-        _fsync_tree(staging)
-        if os.path.isdir(final):  # saving the same step again: the new one replaces it
-            shutil.rmtree(final)
-        os.rename(staging, final)
-        _fsync_dir(root)
+        model_state, optimizer_state = _states(model, optimizer)
+        dcp.save(
+            {"model": model_state, "optimizer": optimizer_state},
+            checkpoint_id=os.path.join(staging, MODEL_AND_OPTIMIZER),
+            no_dist=not world.sharded,
+        )
+        world.barrier()
+        if world.is_main:
+            torch.save(state, os.path.join(staging, STATE_FILE))
+            with open(os.path.join(staging, META_FILE), "w") as meta:
+                json.dump({"step": step, "world_size": world.size}, meta)
+            _fsync_tree(staging)
+            if os.path.isdir(final):  # saving the same step again: the new one replaces it
+                shutil.rmtree(final)
+            os.rename(staging, final)
+            _fsync_dir(root)
+            for old in list_checkpoints(root)[:-keep]:
+                shutil.rmtree(old, ignore_errors=True)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    for old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        if world.is_main:
+            shutil.rmtree(staging, ignore_errors=True)
+    world.barrier()
     return final
 
 
-def load_checkpoint(path: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """(weights, state) of a checkpoint written by `save_checkpoint`."""
-    for name in (WEIGHTS_FILE, STATE_FILE):
-        if not os.path.isfile(os.path.join(path, name)):
-            raise FileNotFoundError(f"{path} is not a checkpoint: {name} is missing")
-    weights = load_file(os.path.join(path, WEIGHTS_FILE))
-    # our own file: it holds rng states and the caller's extra dict, which need pickle; loaded
-    # on the CPU so a GPU run resumes on any device (the optimizer moves its state to the params)
-    state = torch.load(os.path.join(path, STATE_FILE), map_location="cpu", weights_only=False)
-    return weights, state
+def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """Loads a checkpoint's parameters and optimizer state into `model` and `optimizer` (each
+    rank its own shards; any world size) and returns its trainer state.
 
-
-# ---------------------------------------------------------------------------------------------
-# Weights in the base model's names, LoRA merged
-# ---------------------------------------------------------------------------------------------
-
-
-def _lora_deltas(causal_lm: nn.Module) -> dict[str, Tensor]:
-    """`<module>.weight` -> the merged delta of every active LoRA adapter on that module."""
-    from peft.tuners.lora import LoraLayer
-
-    deltas: dict[str, Tensor] = {}
-    for name, module in causal_lm.named_modules():
-        if isinstance(module, LoraLayer) and not module.merged and not module.disable_adapters:
-            active = [a for a in module.active_adapters if a in module.lora_A]
-            if active:
-                deltas[f"{name}.weight"] = sum(module.get_delta_weight(a) for a in active)
-    return deltas
-
-
-@torch.no_grad()
-def merged_named_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
-    """(name, tensor) for every tensor of the base model's state dict, in its HF names.
-
-    For a peft-wrapped model pass `peft_model.get_base_model()`: each LoRA layer's
-    `base_layer.weight` comes out as `weight` plus the adapter's delta (B A alpha / r, computed
-    here, so the trained weights are never merged and unmerged in place), adapter tensors are
-    left out. `lm_head.weight` is yielded even when tied to the embedding, because vLLM keeps
-    its own copy of the output head.
+    Raises:
+        FileNotFoundError: `path` is not a checkpoint.
+        ValueError: its parameters are not this model's trained ones (full vs LoRA, another model).
     """
-    deltas = _lora_deltas(causal_lm)
-    names = set()
-    for name, tensor in causal_lm.state_dict().items():
-        if "lora_" in name:
-            continue
-        name = name.replace(".base_layer.", ".")
-        names.add(name)
-        delta = deltas.get(name)
-        yield name, tensor if delta is None else tensor + delta.to(tensor.dtype)
-    head = causal_lm.get_output_embeddings()
-    if "lm_head.weight" not in names and head is not None:
-        yield "lm_head.weight", head.weight.detach()
+    state = load_trainer_state(path)
+    stored = dcp.FileSystemReader(os.path.join(path, MODEL_AND_OPTIMIZER)).read_metadata()
+    stored_names = {key.removeprefix("model.") for key in stored.state_dict_metadata
+                    if key.startswith("model.")}  # fmt: skip
+    model_state, optimizer_state = _states(model, optimizer)
+    if stored_names != set(model_state):
+        missing, unexpected = set(model_state) - stored_names, stored_names - set(model_state)
+        raise ValueError(
+            f"checkpoint {path} does not match this model (full vs LoRA, or another model?): "
+            f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
+        )
+    loaded = {"model": model_state, "optimizer": optimizer_state}
+    dcp.load(loaded, checkpoint_id=os.path.join(path, MODEL_AND_OPTIMIZER),
+             no_dist=not (dist.is_available() and dist.is_initialized()))  # fmt: skip
+    set_state_dict(model, optimizer, model_state_dict=loaded["model"],
+                   optim_state_dict=loaded["optimizer"], options=_LOAD_OPTIONS)  # fmt: skip
+    return state
 
 
-def export_model(
-    path: str,
-    weights: Iterator[tuple[str, Tensor]],
-    causal_lm: nn.Module,
-    tokenizer,
-    model_name: str,
-) -> str:
-    """Write an HF model directory (config, generation config, model.safetensors, tokenizer) of
-    `weights` (HF names, LoRA merged) at `path`; the tiny model's tokenizer marker goes too."""
-    os.makedirs(path, exist_ok=True)
-    tensors = dict(weights)
-    if getattr(causal_lm.config, "tie_word_embeddings", False):
-        tensors.pop("lm_head.weight", None)  # the loader ties it back to the embedding
-    tensors = {name: t.detach().to("cpu").contiguous().clone() for name, t in tensors.items()}
-    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
-    causal_lm.config.save_pretrained(path)
-    if getattr(causal_lm, "generation_config", None) is not None:
-        causal_lm.generation_config.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    marker = os.path.join(resolve_model_path(model_name), TINY_MARKER_FILE)
-    if os.path.isfile(marker):  # keeps the tiny tokenizer loading exactly as saved
-        shutil.copy(marker, path)
-    return path
+def load_trainer_state(path: str) -> dict[str, Any]:
+    """The trainer state (step, scheduler, rng, extra) of a checkpoint, without its tensors."""
+    for name in (MODEL_AND_OPTIMIZER, STATE_FILE):
+        if not os.path.exists(os.path.join(path, name)):
+            raise FileNotFoundError(f"{path} is not a checkpoint: {name} is missing")
+    # our own file: it holds rng states and the caller's extra dict, which need pickle; loaded
+    # on the CPU so a GPU run resumes on any device
+    return torch.load(os.path.join(path, STATE_FILE), map_location="cpu", weights_only=False)
+
+
+_OPTIONS = StateDictOptions(ignore_frozen_params=True)
+"""trained parameters only: a LoRA checkpoint holds the adapters, the base comes from the model"""
+_LOAD_OPTIONS = StateDictOptions(ignore_frozen_params=True, strict=False)
+"""the frozen base is not in the checkpoint; the trained names are checked before loading"""
+
+
+def _states(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """Parameter name -> tensor (sharded or not) for the trained parameters and their optimizer
+    state; a fresh optimizer gets zero-initialised state to load into."""
+    return get_state_dict(model, optimizer, options=_OPTIONS)

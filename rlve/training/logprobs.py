@@ -114,3 +114,23 @@ def sequence_logprobs(
     logp_full = logp_full.masked_scatter(loss_mask, logp)
     entropy_full[loss_mask] = entropy
     return logp_full, entropy_full
+
+
+class TokenScorer(nn.Module):
+    """`sequence_logprobs` of a causal LM, as a module that holds it.
+
+    Under FSDP2 the scorer is the root unit: calling it gathers the embedding, final norm and
+    output head, which `sequence_logprobs` uses outside the model's own forward (the decoder,
+    then the head in chunks), and reduces their gradients after the backward.
+    """
+
+    def __init__(self, causal_lm: nn.Module) -> None:
+        super().__init__()
+        self.causal_lm = causal_lm
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, *,
+        temperature: float, chunk_tokens: int,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        return sequence_logprobs(self.causal_lm, input_ids, attention_mask, loss_mask,
+                                 temperature=temperature, chunk_tokens=chunk_tokens)  # fmt: skip

@@ -22,23 +22,20 @@ import torch
 from torch import Tensor, nn
 
 from rlve.algorithms import LossStats, kl_penalty, lr_multiplier, policy_loss, token_mean
-from rlve.algorithms.packing import (
-    TrainSequence,
-    build_train_batch,
-    sequences_from_groups,
-    split_evenly,
-)
+from rlve.algorithms.packing import TrainSequence, sequences_from_groups, split_evenly
 from rlve.config import TrainerConfig
+from rlve.distributed import World
+from rlve.distributed.fsdp import full, shard_model
 from rlve.models import load_causal_lm, load_tokenizer, with_lora
 from rlve.training.checkpoint import (
     capture_rng_state,
-    export_model,
     load_checkpoint,
-    merged_named_weights,
     restore_rng_state,
     save_checkpoint,
 )
-from rlve.training.logprobs import sequence_logprobs
+from rlve.training.export import export_model, merged_named_weights
+from rlve.training.logprobs import TokenScorer
+from rlve.training.rank_batch import build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
@@ -57,11 +54,16 @@ class Trainer:
 
     `version` counts train/SFT steps taken: the weights pushed to the sampler after n steps are
     version n, so a trajectory with an older `weight_version` is off-policy.
+
+    Under torchrun (`world.sharded`) every rank holds one, its parameters sharded by FSDP2; each
+    step's sequences are split across the ranks by token count, and the token and sequence counts
+    of the losses are the whole step's, so N ranks take the same step as one process.
     """
 
-    def __init__(self, config: TrainerConfig) -> None:
+    def __init__(self, config: TrainerConfig, world: World = World()) -> None:
         config.validate()
         self.config = config
+        self.world = world
         random.seed(config.seed)
         np.random.seed(config.seed)
         torch.manual_seed(config.seed)  # LoRA init and dropout draw from it
@@ -86,6 +88,12 @@ class Trainer:
         if config.kl_beta > 0 and not config.lora.enabled:
             self.reference = load_causal_lm(config.model, config.dtype, config.device).eval()
             self.reference.requires_grad_(False)
+        self.scorer = TokenScorer(base)
+        self.reference_scorer = TokenScorer(self.reference) if self.reference else None
+        if world.sharded:
+            shard_model(base, self.scorer, config.mixed_precision)
+            if self.reference_scorer is not None:
+                shard_model(self.reference, self.reference_scorer, config.mixed_precision)
 
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -182,7 +190,7 @@ class Trainer:
         finite = True
         for micro in batch.micro_batches:
             mask = micro.loss_mask
-            logp, entropy = self._logprobs(self.causal_lm, micro)
+            logp, entropy = self._logprobs(self.scorer, micro)
             old = micro.old_logprobs if micro.old_logprobs is not None else logp.detach()
             loss, micro_stats = policy_loss(
                 config.loss, logp, old, micro.advantages, mask,
@@ -196,14 +204,17 @@ class Trainer:
                 k3 = kl_penalty(logp, micro.ref_logprobs, mask)
                 loss = loss + config.kl_beta * token_mean(k3, mask, num_tokens)
                 kl_sum += float(k3.detach()[mask].sum())
-            if not torch.isfinite(loss):
+            if not self._backward(loss):
                 finite = False
-                break
-            loss.backward()
+                if not self.world.sharded:  # sharded, every rank runs every backward
+                    break
             loss_sum += loss.item()
             entropy_sum += float(entropy[mask].sum())
-            stats.append(micro_stats)
+            if micro.num_loss_tokens:  # an idle micro-batch (sharded) has no statistics
+                stats.append(micro_stats)
+        finite = self.world.all(finite)
         grad_norm = self._apply_gradients(finite)
+        loss_sum, entropy_sum, kl_sum = self.world.sum([loss_sum, entropy_sum, kl_sum])
         metrics = {
             "train/loss": loss_sum if finite else math.nan,
             "train/grad_norm": grad_norm,
@@ -212,7 +223,8 @@ class Trainer:
         }
         if config.kl_beta > 0:
             metrics["train/kl"] = kl_sum / num_tokens
-        return metrics, LossStats.combine(stats) if finite else None
+        every_rank = [s for rank_stats in self.world.gather(stats) for s in rank_stats]
+        return metrics, LossStats.combine(every_rank) if finite else None
 
     # -----------------------------------------------------------------------------------------
     # SFT
@@ -240,15 +252,17 @@ class Trainer:
         loss_sum = entropy_sum = 0.0
         finite = True
         for micro in batch.micro_batches:
-            logp, entropy = self._logprobs(self.causal_lm, micro, temperature=1.0)
+            logp, entropy = self._logprobs(self.scorer, micro, temperature=1.0)
             loss = -token_mean(logp, micro.loss_mask, num_tokens)
-            if not torch.isfinite(loss):
+            if not self._backward(loss):
                 finite = False
-                break
-            loss.backward()
+                if not self.world.sharded:  # sharded, every rank runs every backward
+                    break
             loss_sum += loss.item()
             entropy_sum += float(entropy[micro.loss_mask].sum())
+        finite = self.world.all(finite)
         grad_norm = self._apply_gradients(finite)
+        loss_sum, entropy_sum = self.world.sum([loss_sum, entropy_sum])
         self.step += 1
         metrics = {
             "train/loss": loss_sum if finite else math.nan,
@@ -264,9 +278,20 @@ class Trainer:
     # Shared pieces
     # -----------------------------------------------------------------------------------------
 
+    def _backward(self, loss: Tensor) -> bool:
+        """Backpropagates `loss`; False when it is not finite. Sharded, it backpropagates even
+        then (FSDP's gradient reduction is a collective: every rank runs every backward), and
+        FSDP averages the ranks' gradients where the step needs their sum: hence the factor."""
+        finite = bool(torch.isfinite(loss))
+        if finite or self.world.sharded:
+            (loss * self.world.size).backward()
+        return finite
+
     def _build_batch(self, sequences: Sequence[TrainSequence]) -> TrainBatch:
-        batch = build_train_batch(
+        """This rank's part of `sequences`, packed, on the trainer's device."""
+        batch = build_rank_batch(
             sequences,
+            self.world,
             max_tokens=self.config.max_tokens_per_microbatch,
             pad_token_id=self.pad_token_id,
         )
@@ -282,10 +307,9 @@ class Trainer:
         return replace(batch, micro_batches=moved)
 
     def _logprobs(
-        self, model: nn.Module, micro: MicroBatch, temperature: float | None = None
+        self, scorer: TokenScorer, micro: MicroBatch, temperature: float | None = None
     ) -> tuple[Tensor, Tensor]:
-        return sequence_logprobs(
-            model,
+        return scorer(
             micro.input_ids,
             micro.attention_mask,
             micro.loss_mask,
@@ -299,12 +323,12 @@ class Trainer:
         of the reference: the frozen copy, or with LoRA the base model with the adapter off."""
         for micro in batch.micro_batches:
             if not use_reference:
-                logp, _ = self._logprobs(self.causal_lm, micro)
+                logp, _ = self._logprobs(self.scorer, micro)
             elif self.reference is not None:
-                logp, _ = self._logprobs(self.reference, micro)
+                logp, _ = self._logprobs(self.reference_scorer, micro)
             else:
                 with self.model.disable_adapter():
-                    logp, _ = self._logprobs(self.causal_lm, micro)
+                    logp, _ = self._logprobs(self.scorer, micro)
             setattr(micro, attribute, logp)
 
     def _apply_gradients(self, loss_is_finite: bool) -> float:
@@ -313,7 +337,8 @@ class Trainer:
         grad_norm = math.nan
         if loss_is_finite:
             max_norm = self.config.max_grad_norm or math.inf
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.trainable_parameters, max_norm))
+            norm = torch.nn.utils.clip_grad_norm_(self.trainable_parameters, max_norm)
+            grad_norm = float(full(norm))  # sharded: the norm over every rank's shards
         if not math.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             reason = "gradient norm is not finite" if loss_is_finite else "loss is not finite"
@@ -339,50 +364,36 @@ class Trainer:
     def sequence_logprob(self, token_ids: Sequence[int], loss_mask: Sequence[int]) -> float:
         """Sum of the masked tokens' log-probs at the sampling temperature (no gradient)."""
         batch = self._build_batch([TrainSequence(list(token_ids), list(loss_mask))])
-        logp, _ = self._logprobs(self.causal_lm, batch.micro_batches[0])
+        logp, _ = self._logprobs(self.scorer, batch.micro_batches[0])
         return float(logp.sum())
 
     # -----------------------------------------------------------------------------------------
     # Checkpoints, export, weights for the sampler
     # -----------------------------------------------------------------------------------------
 
-    def _trainable_weights(self) -> dict[str, Tensor]:
-        return {n: p for n, p in self.model.named_parameters() if p.requires_grad}
-
     def save(self, root: str, extra: dict | None = None) -> str:
-        """Checkpoint into `root/step_<step>` (atomic; keeps the newest `keep_checkpoints`).
-        `extra` is stored as is and returned by `resume` (curriculum, data position...)."""
+        """Checkpoint into `root/step_<step>` (atomic; keeps the newest `keep_checkpoints`; every
+        rank calls it). `extra` is stored as is and returned by `resume` (curriculum, data
+        position...)."""
         state = {
-            "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "rng": capture_rng_state(),
+            "rng": self.world.gather(capture_rng_state()),
             "step": self.step,
             "skipped_steps": self.skipped_steps,
             "bad_steps_in_a_row": self._bad_steps_in_a_row,
             "config": asdict(self.config),
             "extra": extra or {},
         }
-        return save_checkpoint(
-            root, self.step, self._trainable_weights(), state, self.config.keep_checkpoints
-        )
+        return save_checkpoint(root, self.step, self.model, self.optimizer, state,
+                               self.config.keep_checkpoints, self.world)  # fmt: skip
 
     def resume(self, path: str) -> dict:
         """Restores weights, optimizer, scheduler, rng states and step from a checkpoint made
-        by `save` with the same config; returns its `extra`."""
-        weights, state = load_checkpoint(path)
-        params = self._trainable_weights()
-        if set(weights) != set(params):
-            missing, unexpected = set(params) - set(weights), set(weights) - set(params)
-            raise ValueError(
-                f"checkpoint {path} does not match this model (full vs LoRA, or another "
-                f"model?): missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
-            )
-        with torch.no_grad():
-            for name, param in params.items():
-                param.copy_(weights[name])
-        self.optimizer.load_state_dict(state["optimizer"])
+        by `save` with the same config, on any number of ranks; returns its `extra`."""
+        state = load_checkpoint(path, self.model, self.optimizer)
         self.scheduler.load_state_dict(state["scheduler"])
-        restore_rng_state(state["rng"])
+        rng = state["rng"]  # one per rank that saved; a rank the saving run lacked takes rank 0's
+        restore_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         self.step = state["step"]
         self.skipped_steps = state["skipped_steps"]
         self._bad_steps_in_a_row = state["bad_steps_in_a_row"]
@@ -395,6 +406,10 @@ class Trainer:
 
     def export(self, path: str) -> str:
         """A merged HF model directory (config, model.safetensors, tokenizer) at `path`,
-        loadable by transformers' AutoModelForCausalLM and by vLLM."""
+        loadable by transformers' AutoModelForCausalLM and by vLLM; written by rank 0."""
         weights = self.named_weights_for_inference()
+        if not self.world.is_main:
+            for _ in weights:  # the other ranks help gather each tensor
+                pass
+            return path
         return export_model(path, weights, self.causal_lm, self.tokenizer, self.config.model)

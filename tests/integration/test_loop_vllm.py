@@ -111,7 +111,7 @@ def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intac
     import psutil
 
     from rlve.inference.vllm_engine import EngineDiedError
-    from rlve.training.checkpoint import load_checkpoint
+    from rlve.training.checkpoint import load_trainer_state
 
     def kill_engine_after_step_1(step, trainer, engine, metrics):
         if step == 1:
@@ -125,7 +125,6 @@ def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intac
     with pytest.raises(EngineDiedError, match="resume=true continues from the last checkpoint"):
         train(config, on_step=kill_engine_after_step_1)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_00000001"]
-    _, state = load_checkpoint(str(tmp_path / "checkpoints" / "step_00000001"))
-    assert state["step"] == 1
+    assert load_trainer_state(str(tmp_path / "checkpoints" / "step_00000001"))["step"] == 1
     rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(row)["step"] for row in rows] == [1]

@@ -148,14 +148,14 @@ def test_checkpoints_keep_the_newest_k_and_survive_a_crash_mid_save(tmp_path, mo
     def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoint.torch, "save", crash)
+    monkeypatch.setattr(checkpoint, "_fsync_tree", crash)  # after every file is written
     trainer.step = 4
     with pytest.raises(OSError, match="disk full"):
         trainer.save(str(tmp_path))
     # no half-written step_4, no staging directory left, the last good one still loads
     assert sorted(os.listdir(tmp_path)) == ["step_00000002", "step_00000003"]
     monkeypatch.undo()
-    assert checkpoint.load_checkpoint(checkpoint.latest_checkpoint(str(tmp_path)))[1]["step"] == 3
+    assert checkpoint.load_trainer_state(checkpoint.latest_checkpoint(str(tmp_path)))["step"] == 3
 
 
 # ---------------------------------------------------------------------------------------------

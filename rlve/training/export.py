@@ -1,0 +1,95 @@
+"""The trained model as the sampler and Hugging Face see it: base-model names, LoRA merged.
+
+Works on a plain model and on an FSDP2-sharded one: a sharded tensor is gathered whole one at a
+time (every rank must read the same tensors in the same order), so no rank ever holds a second
+full copy of the model, only the tensor in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import torch
+from safetensors.torch import save_file
+from torch import Tensor, nn
+
+from rlve.distributed.fsdp import full
+from rlve.models import TINY_MARKER_FILE, resolve_model_path
+
+
+def _lora_layers(causal_lm: nn.Module) -> dict[str, nn.Module]:
+    """`<module>.weight` -> the LoRA layer on that module (layers with an active adapter)."""
+    from peft.tuners.lora import LoraLayer
+
+    return {
+        f"{name}.weight": module
+        for name, module in causal_lm.named_modules()
+        if isinstance(module, LoraLayer) and not module.merged and not module.disable_adapters
+    }
+
+
+def _lora_delta(layer: nn.Module) -> Tensor:
+    """The sum over the layer's active adapters of B A * alpha / r (transposed for fan-in-fan-out
+    layers): what merging would add to its weight."""
+    delta = None
+    for adapter in layer.active_adapters:
+        if adapter not in layer.lora_A:
+            continue
+        a, b = full(layer.lora_A[adapter].weight), full(layer.lora_B[adapter].weight)
+        part = (b @ a) * layer.scaling[adapter]
+        part = part.T if getattr(layer, "fan_in_fan_out", False) else part
+        delta = part if delta is None else delta + part
+    return delta
+
+
+@torch.no_grad()
+def merged_named_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
+    """(name, tensor) for every tensor of the base model's state dict, in its HF names.
+
+    For a peft-wrapped model pass `peft_model.get_base_model()`: each LoRA layer's
+    `base_layer.weight` comes out as `weight` plus the adapter's delta (computed here, so the
+    trained weights are never merged and unmerged in place), adapter tensors are left out.
+    `lm_head.weight` is yielded even when tied to the embedding, because vLLM keeps its own copy
+    of the output head.
+    """
+    lora_layers = _lora_layers(causal_lm)
+    names = set()
+    for name, tensor in causal_lm.state_dict().items():
+        if "lora_" in name:
+            continue
+        name = name.replace(".base_layer.", ".")
+        names.add(name)
+        tensor = full(tensor)
+        layer = lora_layers.get(name)
+        delta = _lora_delta(layer) if layer is not None else None
+        yield name, tensor if delta is None else tensor + delta.to(tensor.dtype)
+    head = causal_lm.get_output_embeddings()
+    if "lm_head.weight" not in names and head is not None:
+        yield "lm_head.weight", full(head.weight.detach())
+
+
+def export_model(
+    path: str,
+    weights: Iterator[tuple[str, Tensor]],
+    causal_lm: nn.Module,
+    tokenizer,
+    model_name: str,
+) -> str:
+    """Write an HF model directory (config, generation config, model.safetensors, tokenizer) of
+    `weights` (HF names, LoRA merged) at `path`; the tiny model's tokenizer marker goes too."""
+    os.makedirs(path, exist_ok=True)
+    tensors = dict(weights)
+    if getattr(causal_lm.config, "tie_word_embeddings", False):
+        tensors.pop("lm_head.weight", None)  # the loader ties it back to the embedding
+    tensors = {name: t.detach().to("cpu").contiguous().clone() for name, t in tensors.items()}
+    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    causal_lm.config.save_pretrained(path)
+    if getattr(causal_lm, "generation_config", None) is not None:
+        causal_lm.generation_config.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    marker = os.path.join(resolve_model_path(model_name), TINY_MARKER_FILE)
+    if os.path.isfile(marker):  # keeps the tiny tokenizer loading exactly as saved
+        shutil.copy(marker, path)
+    return path

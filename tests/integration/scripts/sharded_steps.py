@@ -1,0 +1,73 @@
+"""Three train steps on fixed rollout groups, in one process or under torchrun (FSDP2).
+
+    python tests/integration/scripts/sharded_steps.py OUT_DIR
+    torchrun --standalone --nproc-per-node 2 tests/integration/scripts/sharded_steps.py OUT_DIR
+
+For every case (loss x full/LoRA, and gradient checkpointing once) rank 0 writes
+OUT_DIR/<case>.pt: the trained parameters, whole, and each step's metrics. test_sharded_trainer
+compares the two runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from rlve.config import LoraConfig, TrainerConfig
+from rlve.distributed import init_world
+from rlve.distributed.fsdp import full
+from rlve.distributed.world import close_world
+from rlve.training.trainer import Trainer
+from rlve.types import RolloutGroup, Trajectory
+
+CASES = {
+    "dapo": dict(loss="dapo"),
+    "cispo": dict(loss="cispo"),
+    "grpo": dict(loss="grpo"),
+    "dapo_lora": dict(loss="dapo", lora=LoraConfig(enabled=True, rank=4, alpha=8.0)),
+    "cispo_lora": dict(loss="cispo", lora=LoraConfig(enabled=True, rank=4, alpha=8.0)),
+    "grpo_lora": dict(loss="grpo", lora=LoraConfig(enabled=True, rank=4, alpha=8.0)),
+    "cispo_checkpointing": dict(loss="cispo", gradient_checkpointing=True),
+}
+
+
+def groups(step: int) -> list[RolloutGroup]:
+    """Three groups of four rollouts with prompts and completions of different lengths (so the
+    ranks get unequal shares and some run idle micro-batches), sampler log-probs included."""
+    generator = torch.Generator().manual_seed(step)
+    made = []
+    for g in range(3):
+        prompt = torch.randint(5, 400, (4 + 3 * g,), generator=generator).tolist()
+        trajectories = []
+        for i in range(4):
+            completion = torch.randint(5, 400, (2 + 2 * i + g,), generator=generator).tolist()
+            sampler = (-torch.rand(len(completion), generator=generator) * 3 - 2).tolist()
+            trajectories.append(Trajectory(
+                prompt=[], completion=[], token_ids=prompt + completion,
+                loss_mask=[0] * len(prompt) + [1] * len(completion),
+                sampler_logprobs=[0.0] * len(prompt) + sampler,
+                reward=float((i + g + step) % 3 == 0),
+            ))  # fmt: skip
+        made.append(RolloutGroup(example_id=g, env_name="test", trajectories=trajectories))
+    return made
+
+
+def main(out: Path) -> None:
+    world, device = init_world("cpu")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, fields in CASES.items():
+        config = TrainerConfig(lr=1e-2, max_tokens_per_microbatch=48, max_steps=3, device=device,
+                               old_logprobs="recompute", **fields)  # fmt: skip
+        trainer = Trainer(config, world)
+        metrics = [trainer.train_step(groups(step)) for step in range(3)]
+        weights = {n: full(p.detach()).clone() for n, p in trainer.model.named_parameters()
+                   if p.requires_grad}  # fmt: skip
+        if world.is_main:
+            torch.save({"weights": weights, "metrics": metrics}, out / f"{name}.pt")
+    close_world()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
