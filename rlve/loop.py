@@ -8,15 +8,20 @@ curriculum) is written atomically. With `rollout.async_level=1` the next batch i
 the trainer trains on this one (one step off-policy; the sampler's log-probs feed the importance
 correction; its checkpoints keep that batch, so a resumed run trains on exactly what the
 uninterrupted one would). Ctrl-C saves a checkpoint and exits; `resume=true` continues the run.
+
+Under `torchrun --nproc-per-node N -m rlve.train ...` every rank builds a trainer (FSDP2-sharded);
+rank 0 alone builds the rest and drives the run, and the other ranks `follow` its orders.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ from omegaconf import OmegaConf
 
 from rlve.config import RunConfig
 from rlve.curriculum import DifficultyController
+from rlve.distributed import Crew, follow, init_world
 from rlve.envs import expand_env_names, load_environment
 from rlve.envs.base import Environment
 from rlve.inference.scripted import ScriptedEngine, load_policy
@@ -140,29 +146,30 @@ def train(
     step and after the last one on the engine the run already started.
     """
     config.validate()
+    world, device = init_world(config.trainer.device)
     run_dir = Path(config.output_dir)
     checkpoints = run_dir / "checkpoints"
-    latest = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
-    if latest and not config.resume:
-        raise FileExistsError(
-            f"{run_dir} already holds checkpoints: pass resume=true to continue that run, or "
-            "choose another output_dir (or run_name)"
-        )
-    if config.resume and not latest:
-        raise FileNotFoundError(f"resume=true but {checkpoints} holds no checkpoint")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    latest = world.broadcast(_checkpoint_to_resume(config, checkpoints) if world.is_main else None)
+    trainer = Trainer(replace(config.trainer, device=device), world)
+    if not world.is_main:
+        if latest:
+            trainer.resume(latest)
+        follow(trainer, world)
+        return run_dir
+    if world.sharded:  # torchrun stops every rank when one fails: shut the engine down first
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     resolved = OmegaConf.to_container(OmegaConf.structured(config), resolve=True)
     OmegaConf.save(OmegaConf.create(resolved), run_dir / "config.yaml")
 
     envs, weights = build_environments(config)
     sampler = build_sampler(config, envs, weights)
-    trainer = Trainer(config.trainer)
     next_batch: StepBatch | None = None
     if latest:
         extra = trainer.resume(latest)
         next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
         sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
         log.info("resumed %s at step %d", latest, trainer.step)
+    crew = Crew(trainer, world)
     engine = build_engine(config, trainer)
     logger = MetricsLogger(
         run_dir,
@@ -183,11 +190,12 @@ def train(
     )
     try:
         if latest and hasattr(engine, "push_weights"):
-            engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
+            engine.push_weights(crew.weights_for_inference(), trainer.version)
         if on_start is not None:
             on_start(trainer, engine)
-        _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next_batch)
-        trainer.export(str(run_dir / "model"))
+        _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch)
+        crew.export(str(run_dir / "model"))
+        crew.dismiss()
     except Exception:
         last = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
         log.error(
@@ -204,8 +212,9 @@ def train(
     return run_dir
 
 
-def _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next_batch) -> None:
+def _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch) -> None:
     """`next_batch`: the batch a resumed async run had already generated (exact resume)."""
+    trainer = crew.trainer
     async_level = config.rollout.async_level
     pending = _finished(next_batch) if next_batch else collector.submit()
     batch: StepBatch | None = None
@@ -223,12 +232,12 @@ def _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next
                 metrics.update(weight_lag(groups, trainer.version))
                 groups, stale = within_lag(groups, trainer.version, async_level)
                 metrics["batch/stale_groups_dropped"] = float(stale)
-            metrics.update(trainer.train_step(groups))
+            metrics.update(crew.train_step(groups))
             if async_level == 1:
                 pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version
             sync_s = 0.0
             if hasattr(engine, "push_weights"):
-                sync_s = engine.push_weights(trainer.named_weights_for_inference(), trainer.version)
+                sync_s = engine.push_weights(crew.weights_for_inference(), trainer.version)
             if async_level == 0 and trainer.step < config.trainer.max_steps:
                 pending = collector.submit()
             metrics["perf/sync_s"] = sync_s
@@ -241,13 +250,32 @@ def _loop(config, trainer, engine, collector, logger, checkpoints, on_step, next
                 extra = {"sampler": batch.sampler_state}
                 if async_level == 1:  # already generated: a resumed run trains on it as is
                     extra["next_batch"] = pending.result()
-                trainer.save(str(checkpoints), extra=extra)
+                crew.save(str(checkpoints), extra=extra)
                 saved_step = trainer.step
     except KeyboardInterrupt:
         if batch is not None and trainer.step > saved_step:
-            path = trainer.save(str(checkpoints), extra={"sampler": batch.sampler_state})
+            path = crew.save(str(checkpoints), extra={"sampler": batch.sampler_state})
             print(f"\ninterrupted: checkpoint saved to {path}", file=sys.stderr)
         raise
+
+
+def _checkpoint_to_resume(config: RunConfig, checkpoints: Path) -> str | None:
+    """The latest checkpoint when `resume` is set; the run directory made ready."""
+    latest = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
+    if latest and not config.resume:
+        raise FileExistsError(
+            f"{checkpoints.parent} already holds checkpoints: pass resume=true to continue that "
+            "run, or choose another output_dir (or run_name)"
+        )
+    if config.resume and not latest:
+        raise FileNotFoundError(f"resume=true but {checkpoints} holds no checkpoint")
+    checkpoints.parent.mkdir(parents=True, exist_ok=True)
+    return latest
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit("rank 0 stopped by SIGTERM: torchrun stops every rank when one fails, "
+                     "and its report above names the rank and its error")  # fmt: skip
 
 
 def _finished(batch: StepBatch) -> concurrent.futures.Future[StepBatch]:

@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from rlve.config import RunConfig
+from rlve.distributed.world import World, close_world
 from rlve.loop import train
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -78,6 +79,10 @@ def main(cfg: DictConfig) -> None:
         run_dir = train(config)
     except KeyboardInterrupt:
         sys.exit(130)
+    finally:
+        close_world()
+    if not World.from_env().is_main:
+        return
     print(f"metrics: {run_dir / 'metrics.jsonl'}")
     print(f"samples: {run_dir / 'samples'}")
     print(f"checkpoints: {run_dir / 'checkpoints'}")
@@ -89,4 +94,6 @@ if __name__ == "__main__":
         check_override_keys(sys.argv[1:])
     except ValueError as exc:
         sys.exit(f"error: {exc}")
-    main()
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    record(main)()  # under torchrun, a failing rank's traceback goes into torchrun's report

@@ -23,7 +23,7 @@ from pathlib import Path
 
 ENV = "rlve/sorting"
 BASE_MODEL = "smollm2-135m"
-EVAL_PROBLEMS = {0: 128, 1: 64}
+EVAL_PROBLEMS = {0: 384, 1: 128}
 """held-out problems per difficulty: the trained one, and the next (does it carry over?)"""
 EVAL_SEED = 555_000
 """seed of the held-out problems (training draws its problems from env.seed onwards)"""

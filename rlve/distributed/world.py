@@ -34,6 +34,12 @@ class World:
         """Rank 0: the one that drives rollouts, the engine, logging and the checkpoint's state."""
         return self.rank == 0
 
+    @classmethod
+    def from_env(cls) -> World:
+        """This process's rank as torchrun's environment says (before or after joining)."""
+        return cls(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")),
+                   _local_rank(), sharded="WORLD_SIZE" in os.environ)  # fmt: skip
+
     # ---- collectives (the identity for one process) -------------------------------------------
 
     def broadcast(self, obj: Any = None) -> Any:

@@ -16,11 +16,12 @@ import os
 import random
 import re
 import shutil
+import warnings
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
@@ -122,11 +123,9 @@ def save_checkpoint(
     world.barrier()
     try:
         model_state, optimizer_state = _states(model, optimizer)
-        dcp.save(
-            {"model": model_state, "optimizer": optimizer_state},
-            checkpoint_id=os.path.join(staging, MODEL_AND_OPTIMIZER),
-            no_dist=not world.sharded,
-        )
+        with _one_process_is_intended():
+            dcp.save({"model": model_state, "optimizer": optimizer_state},
+                     checkpoint_id=os.path.join(staging, MODEL_AND_OPTIMIZER))  # fmt: skip
         world.barrier()
         if world.is_main:
             torch.save(state, os.path.join(staging, STATE_FILE))
@@ -166,8 +165,8 @@ def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimize
             f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
         )
     loaded = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(loaded, checkpoint_id=os.path.join(path, MODEL_AND_OPTIMIZER),
-             no_dist=not (dist.is_available() and dist.is_initialized()))  # fmt: skip
+    with _one_process_is_intended():
+        dcp.load(loaded, checkpoint_id=os.path.join(path, MODEL_AND_OPTIMIZER))
     set_state_dict(model, optimizer, model_state_dict=loaded["model"],
                    optim_state_dict=loaded["optimizer"], options=_LOAD_OPTIONS)  # fmt: skip
     return state
@@ -187,6 +186,14 @@ _OPTIONS = StateDictOptions(ignore_frozen_params=True)
 """trained parameters only: a LoRA checkpoint holds the adapters, the base comes from the model"""
 _LOAD_OPTIONS = StateDictOptions(ignore_frozen_params=True, strict=False)
 """the frozen base is not in the checkpoint; the trained names are checked before loading"""
+
+
+@contextmanager
+def _one_process_is_intended():
+    """Without a process group DCP reads and writes as one process, and warns that it assumes so."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
 
 
 def _states(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
