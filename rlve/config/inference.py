@@ -30,10 +30,15 @@ class InferenceConfig:
     seed: int = 0
     """engine seed (requests carry their own seeds too)"""
     tensor_parallel_size: int = 1
-    """GPUs per engine"""
+    """GPUs per engine (per replica)"""
+    replicas: int = 1
+    """vLLM engines serving the same weights; a request goes to the one with the fewest in
+    flight, and every push reaches all of them"""
     gpus: list[int] | None = None
     """GPUs vLLM runs on, numbered like the trainer's `cuda:N` (e.g. [0] with trainer.device
-    cuda:1); None = the first `tensor_parallel_size` GPUs; ignored on CPU"""
+    cuda:1): `replicas` x `tensor_parallel_size` of them, replica i on the i-th run of
+    `tensor_parallel_size`; None = the first `tensor_parallel_size` GPUs (one replica) or the
+    CPU"""
     request_timeout_s: float = 600.0
     """longest wait for one generation before the run is stopped with an error"""
     start_timeout_s: float = 900.0
@@ -52,4 +57,5 @@ class InferenceConfig:
             f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}",
         )
         require_choice("weight_transport", self.weight_transport, WEIGHT_TRANSPORTS)
+        require(self.replicas >= 1, f"inference.replicas must be >= 1, got {self.replicas}")
         require(self.max_model_len >= 16, f"max_model_len must be >= 16, got {self.max_model_len}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,4 +177,5 @@ class RunConfig:
         if self.rollout.engine == "vllm":
             i = self.inference
             check_placement(self.trainer.device, i.gpus, i.tensor_parallel_size,
-                            i.weight_transport, i.gpu_memory_utilization)  # fmt: skip
+                            i.weight_transport, i.gpu_memory_utilization, i.replicas,
+                            int(os.environ.get("LOCAL_WORLD_SIZE", "1")))  # fmt: skip

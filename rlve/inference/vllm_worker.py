@@ -21,12 +21,19 @@ class WeightSyncExtension:
         return version
 
     def rlve_join_weight_group(
-        self, host: str, port: int, world_size: int, backend: str, timeout_s: float
+        self,
+        host: str,
+        port: int,
+        world_size: int,
+        first_rank: int,
+        backend: str,
+        timeout_s: float,
     ) -> int:
-        """Join the trainer's broadcast group (the trainer is rank 0); returns this rank."""
+        """Join the trainer's broadcast group (the trainer is rank 0; this replica's workers take
+        the ranks from `first_rank` on); returns this worker's rank."""
         from rlve.sync.broadcast import join_weight_group
 
-        rank = 1 + self.rank
+        rank = first_rank + self.rank
         self.rlve_weight_group = join_weight_group(host, port, rank, world_size, backend, timeout_s)
         self.rlve_weight_device = "cpu" if backend == "gloo" else self.device
         return rank

@@ -28,42 +28,67 @@ def engine_gpus(gpus: list[int] | None, tensor_parallel_size: int) -> list[int]:
     return list(gpus) if gpus is not None else list(range(tensor_parallel_size))
 
 
+def trainer_gpus(trainer_device: str, ranks: int = 1) -> list[int]:
+    """The GPUs the trainer uses: under torchrun with trainer.device=cuda, local rank r takes
+    cuda:r; otherwise the one GPU of `trainer_device`, or none on the CPU."""
+    if trainer_device == "cuda" and ranks > 1:
+        return list(range(ranks))
+    index = cuda_index(trainer_device)
+    return [] if index is None else [index]
+
+
 def check_placement(
     trainer_device: str,
     gpus: list[int] | None,
     tensor_parallel_size: int,
     weight_transport: str,
     gpu_memory_utilization: float,
+    replicas: int = 1,
+    trainer_ranks: int = 1,
 ) -> None:
-    """Raise ValueError for a placement that cannot work; warn for one that may not fit."""
+    """Raise ValueError for a placement that cannot work; warn for one that may not fit.
+    `trainer_ranks`: trainer processes on this node (torchrun's --nproc-per-node)."""
     if gpus is not None:
         if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
             raise ValueError(f"inference.gpus must be distinct GPU indices >= 0, got {gpus}")
-        if len(gpus) < tensor_parallel_size:
+        if len(gpus) < replicas * tensor_parallel_size:
+            per_replica = f" for each of inference.replicas={replicas}" if replicas > 1 else ""
             raise ValueError(
                 f"inference.gpus lists {len(gpus)} GPU(s) but inference.tensor_parallel_size is "
-                f"{tensor_parallel_size}"
+                f"{tensor_parallel_size}{per_replica}"
             )
-    trainer_gpu = cuda_index(trainer_device)
-    vllm_gpus = engine_gpus(gpus, tensor_parallel_size)
-    shared = trainer_gpu is not None and trainer_gpu in vllm_gpus
+    elif replicas > 1 and trainer_device != "cpu":
+        raise ValueError(
+            f"inference.replicas={replicas} on GPUs needs inference.gpus: "
+            f"{replicas} x {tensor_parallel_size} GPUs, replica i on the i-th run of "
+            "inference.tensor_parallel_size of them"
+        )
+    trainer = trainer_gpus(trainer_device, trainer_ranks)
+    vllm_gpus = engine_gpus(gpus, tensor_parallel_size * (replicas if gpus is not None else 1))
+    overlap = sorted(set(trainer) & set(vllm_gpus))
+    if overlap and len(trainer) > 1:
+        raise ValueError(
+            f"the trainer's {len(trainer)} ranks (cuda:0-{len(trainer) - 1}, rank r on cuda:r) "
+            f"and vLLM ({vllm_gpus}) share GPU(s) {overlap}: list vLLM's GPUs from "
+            f"{len(trainer)} on in inference.gpus"
+        )
     if weight_transport == "nccl":
-        if trainer_gpu is None:
+        if not trainer:
             raise ValueError(
                 f"inference.weight_transport=nccl sends from the trainer's GPU, but "
                 f"trainer.device is {trainer_device!r}: use trainer.device=cuda:N or "
                 "weight_transport=shared_memory"
             )
-        if shared:
+        if overlap:
             raise ValueError(
                 f"inference.weight_transport=nccl cannot connect two ranks on one GPU: the "
-                f"trainer (cuda:{trainer_gpu}) and vLLM ({vllm_gpus}) share it; move one "
+                f"trainer (cuda:{overlap[0]}) and vLLM ({vllm_gpus}) share it; move one "
                 "(e.g. inference.gpus=[0] trainer.device=cuda:1) or use "
                 "weight_transport=shared_memory"
             )
-    if shared:
+    if overlap:
         _warn_once(
-            f"the trainer and vLLM share cuda:{trainer_gpu}; vLLM takes "
+            f"the trainer and vLLM share cuda:{overlap[0]}; vLLM takes "
             f"{100 * gpu_memory_utilization:.0f}% of its memory "
             "(inference.gpu_memory_utilization), the trainer gets what is left"
         )

@@ -33,11 +33,18 @@ def trainer_logprobs(trainer, ids: list[int]) -> list[float]:
     return logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
 
 
-@pytest.mark.parametrize("transport", ["shared_memory", "gloo"])
-def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_model, transport):
+@pytest.mark.parametrize(
+    ("transport", "replicas"), [("shared_memory", 1), ("gloo", 1), ("gloo", 2)]
+)
+def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(
+    tmp_path, warm_model, transport, replicas
+):
+    """Every replica serves the trainer's weights after every push (with 2 replicas: one gloo
+    broadcast group holding both engines' workers), and every replica gets requests."""
     probe = None
     served_by_step = []
     gaps = []
+    requests = []
 
     def check(step, trainer, engine, metrics):
         nonlocal probe
@@ -47,10 +54,12 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_
                 "<|im_start|>user\n 0 | 1 | 2\n---------\n 3 | 4 | 5\n---------\n 6 | 7 | 8"
                 "<|im_end|>\n<|im_start|>assistant\n<think>x</think>\n<move>4</move><|im_end|>"
             )
-        served = engine.prompt_logprobs(probe)
-        served_by_step.append(served)
         mine = trainer_logprobs(trainer, probe)
-        gaps.append(max(abs(a - b) for a, b in zip(served, mine, strict=True)))
+        for replica in range(replicas):
+            served = engine.prompt_logprobs(probe, replica)
+            gaps.append(max(abs(a - b) for a, b in zip(served, mine, strict=True)))
+        served_by_step.append(served)
+        requests.append(list(engine.requests_per_replica))
 
     config = load_run_config(
         [
@@ -59,15 +68,17 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(tmp_path, warm_
             "trainer.max_steps=3",
             f"output_dir={tmp_path}",
             f"inference.weight_transport={transport}",
+            f"inference.replicas={replicas}",
         ]
     )
     train(config, on_step=check)
+    assert len(requests[0]) == replicas and all(n > 0 for n in requests[0]), requests
     # the served model changes with every push and matches the trainer (tied lm_head included);
     # vLLM's CPU kernels keep their own packed copy of linear weights, so the check is on outputs
     assert len(served_by_step) == 3
     for before, after in zip(served_by_step, served_by_step[1:], strict=False):
         assert max(abs(a - b) for a, b in zip(before, after, strict=True)) > 1e-5
-    assert max(gaps) < 1e-4, gaps
+    assert len(gaps) == 3 * replicas and max(gaps) < 1e-4, gaps
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["perf/sync_s"] > 0 and math.isfinite(r["train/loss"]) for r in rows)

@@ -83,3 +83,22 @@ def test_engine_devices_is_set_only_while_vllm_starts(monkeypatch):
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
     with engine_devices(None):
         assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+def test_replicas_take_consecutive_gpus_and_must_be_listed_on_gpus():
+    from rlve.inference.vllm_engine import replica_gpus
+
+    assert replica_gpus([4, 5, 6, 7], 2, 2) == [[4, 5], [6, 7]]
+    assert replica_gpus(None, 1, 2) == [None, None]
+    check_placement("cpu", None, 1, "gloo", 0.5, replicas=2)  # CPU replicas need no GPU list
+    with pytest.raises(ValueError, match=r"inference.replicas=2 on GPUs needs inference.gpus"):
+        check_placement("cuda:0", None, 1, "shared_memory", 0.5, replicas=2)
+    with pytest.raises(ValueError, match=r"lists 3 GPU\(s\) .* 2 for each of inference.replicas=2"):
+        check_placement("cuda:0", [1, 2, 3], 2, "shared_memory", 0.5, replicas=2)
+
+
+def test_torchrun_ranks_and_vllm_must_not_share_gpus():
+    # 4 trainer ranks on cuda:0-3, 4 replicas on 4-7: the 8-GPU layout of docs/scaling.md
+    check_placement("cuda", [4, 5, 6, 7], 1, "nccl", 0.9, replicas=4, trainer_ranks=4)
+    with pytest.raises(ValueError, match=r"share GPU\(s\) \[2, 3\]: list vLLM's GPUs from 4 on"):
+        check_placement("cuda", [2, 3], 1, "nccl", 0.9, replicas=2, trainer_ranks=4)
