@@ -68,10 +68,15 @@ def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[
 
 
 def build_engine(config: RunConfig, trainer: Trainer):
-    """The inference engine: vLLM serving the trainer's model, or a scripted policy (tests)."""
+    """The inference engine: vLLM serving the trainer's model (here, or on `rlve.serve` servers),
+    or a scripted policy (tests)."""
     if config.rollout.engine == "scripted":
         policy = load_policy(config.rollout.scripted_policy, "rollout.scripted_policy")
         return ScriptedEngine(policy, trainer.tokenizer)
+    if config.inference.servers:
+        from rlve.inference.remote_engine import RemoteVLLMEngine
+
+        return RemoteVLLMEngine(config.inference.servers, trainer.tokenizer, config.inference)
     from rlve.inference.vllm_engine import VLLMEngine
     from rlve.models import resolve_model_path
 

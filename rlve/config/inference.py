@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rlve.config.checks import require, require_choice
 
@@ -43,6 +43,11 @@ class InferenceConfig:
     """longest wait for one generation before the run is stopped with an error"""
     start_timeout_s: float = 900.0
     """longest wait for the engine to start"""
+    servers: list[str] = field(default_factory=list)
+    """`python -m rlve.serve` servers to use instead of starting vLLM here, by address
+    ("http://10.0.0.2:8000"); each is one replica, and the fields above are the servers' own"""
+    weight_sync_host: str = "127.0.0.1"
+    """this node's address as the servers reach it, for the gloo/nccl broadcast group"""
     weight_transport: str = "shared_memory"
     """how pushes reach vLLM: "shared_memory" (a safetensors file in RAM; CPU or GPU), "nccl"
     (broadcast GPU to GPU; the trainer on its own GPU) or "gloo" (broadcast through CPU memory)"""

@@ -29,6 +29,7 @@ from rlve.config import InferenceConfig
 from rlve.inference.engine import Generation, GenerationRequest
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
+from rlve.sync.push import connect_broadcaster, push_weights
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,12 @@ class VLLMEngine:
             self._in_flight = [0] * len(self._replicas)
             if settings.weight_transport == "shared_memory":
                 self._files = SharedMemoryTransport()
-            else:
-                self._broadcaster = self._connect_broadcaster(settings.weight_transport)
+            else:  # one group: the trainer, then each replica's tensor-parallel workers
+                self._broadcaster = connect_broadcaster(
+                    settings.weight_transport,
+                    [settings.tensor_parallel_size] * len(self._replicas),
+                    self._on_replica, settings.request_timeout_s, "127.0.0.1",
+                )  # fmt: skip
         except BaseException:
             self.shutdown()
             raise
@@ -216,70 +221,22 @@ class VLLMEngine:
         """Load new weights into every replica in place; returns the seconds it took."""
         start = time.perf_counter()
         timeout = self.settings.request_timeout_s
-        if self._files is not None:
-            path = self._files.write(named_tensors, version)
-            try:
-                self._call(self._on_every_replica("rlve_load_weights_file", str(path), version),
-                           timeout, "push")  # fmt: skip
-            finally:
-                self._files.done(path)
-        else:
-            specs, tensors = self._broadcaster.plan(named_tensors)
-            wire = [spec.to_wire() for spec in specs]
-            loading = self._submit(self._on_every_replica("rlve_receive_weights", wire, version))
-            try:  # the workers' RPC ending before every tensor is sent means they failed
-                self._broadcaster.send(tensors, given_up=loading.done)
-            except BaseException:
-                loading.cancel()
-                raise
-            _wait(loading, timeout, "receiving the broadcast weights")
+        push_weights(named_tensors, version, self._everywhere, timeout,
+                     files=self._files, broadcaster=self._broadcaster)  # fmt: skip
         resets = _gather(*(llm.reset_prefix_cache() for llm in self._replicas))
         self._call(resets, timeout, "resetting the prefix caches")
         self.weight_version = version
         return time.perf_counter() - start
 
-    def _connect_broadcaster(self, backend: str) -> WeightBroadcaster:
-        """Open the broadcast group: the trainer (this process) is rank 0, then the workers of
-        replica 0 (ranks 1..tp), replica 1 (tp+1..2tp), and so on."""
-        timeout = self.settings.request_timeout_s
-        tp = self.settings.tensor_parallel_size
-        world_size = 1 + len(self._replicas) * tp
-        broadcaster = WeightBroadcaster(backend, world_size, timeout)
-        joins = [
-            self._rpc(i, "rlve_join_weight_group", broadcaster.host, broadcaster.store_port,
-                      world_size, 1 + i * tp, backend, timeout)
-            for i in range(len(self._replicas))
-        ]  # fmt: skip
-        joining = self._submit(_gather(*joins))
-        connecting: concurrent.futures.Future = concurrent.futures.Future()
+    def _on_replica(self, replica: int, method: str, *args) -> concurrent.futures.Future:
+        return self._submit(self._rpc(replica, method, *args))
 
-        def connect() -> None:  # a daemon thread: a failed join must not hold the process
-            try:
-                broadcaster.connect()
-                connecting.set_result(None)
-            except BaseException as exc:
-                connecting.set_exception(exc)
-
-        threading.Thread(target=connect, name="weight-group", daemon=True).start()
-        # either side failing ends the wait at once instead of after the time-out
-        done, pending = concurrent.futures.wait(
-            [joining, connecting], timeout, concurrent.futures.FIRST_EXCEPTION
-        )
-        for future in done:
-            future.result()
-        if pending:
-            raise TimeoutError(
-                f"vLLM engine: joining the {backend} weight group took longer than {timeout:.0f} s"
-            )
-        return broadcaster
+    def _everywhere(self, method: str, *args) -> concurrent.futures.Future:
+        calls = [self._rpc(i, method, *args) for i in range(len(self._replicas))]
+        return self._submit(_gather(*calls))
 
     def _submit(self, coroutine) -> concurrent.futures.Future:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-
-    async def _on_every_replica(self, method: str, *args) -> list:
-        return await asyncio.gather(
-            *(self._rpc(i, method, *args) for i in range(len(self._replicas)))
-        )
 
     async def _rpc(self, replica: int, method: str, *args):
         with self._death_explained(replica):

@@ -20,6 +20,10 @@ class WeightSyncExtension:
         )
         return version
 
+    def rlve_worker_rank(self) -> int:
+        """This worker's rank in its engine (a server's caller counts its workers with it)."""
+        return self.rank
+
     def rlve_join_weight_group(
         self,
         host: str,

@@ -1,0 +1,201 @@
+"""An engine on `rlve.serve` servers: vLLM replicas on other nodes (or processes), over HTTP.
+
+Generation goes through each server's OpenAI-compatible `/v1/completions` with the prompt as
+token ids; the answer carries the sampled ids and their log-probs, so trajectories stay
+token-exact. A request goes to the server with the fewest requests in flight. Weights reach every
+server in one push: the trainer (this process) is rank 0 of a broadcast group joined by every
+server's workers through `/collective_rpc`, or, for servers on this machine, a shared-memory file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from rlve.config import InferenceConfig
+from rlve.inference.engine import Generation, GenerationRequest
+from rlve.sync.broadcast import WeightBroadcaster
+from rlve.sync.push import connect_broadcaster, push_weights
+from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
+
+
+class ServerError(RuntimeError):
+    """A server did not answer, or answered with an error; the message names it."""
+
+
+class RemoteVLLMEngine:
+    """An rlve `Engine` on the servers at `urls` ("http://host:port"), all serving one model."""
+
+    def __init__(self, urls: list[str], tokenizer: Any, settings: InferenceConfig):
+        if not urls:
+            raise ValueError("inference.servers lists no server")
+        self.urls = [url.rstrip("/") for url in urls]
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.weight_version = 0
+        self.max_seq_len = settings.max_model_len
+        self.requests_per_replica = [0] * len(self.urls)
+        """requests sent to each server so far"""
+        self._in_flight = [0] * len(self.urls)
+        self._files: SharedMemoryTransport | None = None
+        self._broadcaster: WeightBroadcaster | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="servers", daemon=True)
+        self._thread.start()
+        self._client: httpx.AsyncClient = self._call(_new_client(settings.request_timeout_s))
+        try:
+            self._models = [self._call(self._wait_until_up(i)) for i in range(len(self.urls))]
+            self._workers = [len(self._call(self._rpc(i, "rlve_worker_rank")))
+                             for i in range(len(self.urls))]  # fmt: skip
+            if settings.weight_transport == "shared_memory":
+                self._files = SharedMemoryTransport()
+            else:
+                self._broadcaster = connect_broadcaster(
+                    settings.weight_transport, self._workers, self._on_replica,
+                    settings.request_timeout_s, settings.weight_sync_host,
+                )  # fmt: skip
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    def _submit(self, coroutine) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def _call(self, coroutine, timeout: float | None = None):
+        return self._submit(coroutine).result(timeout or self.settings.request_timeout_s)
+
+    async def _post(self, replica: int, path: str, body: dict) -> Any:
+        url = self.urls[replica] + path
+        try:
+            response = await self._client.post(url, json=body)
+        except httpx.HTTPError as exc:
+            raise ServerError(
+                f"server {replica} ({url}) did not answer: {exc!r}; the run stops "
+                "here, and resume=true continues from the last checkpoint"
+            ) from exc
+        if response.status_code != 200:
+            raise ServerError(f"server {replica} ({url}) answered {response.status_code}: "
+                              f"{response.text[:500]}")  # fmt: skip
+        return response.json() if response.content else None
+
+    async def _wait_until_up(self, replica: int) -> str:
+        """The server's model name, once it answers (it may still be starting)."""
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while True:
+            try:
+                response = await self._client.get(self.urls[replica] + "/v1/models")
+                if response.status_code == 200:
+                    return response.json()["data"][0]["id"]
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    f"server {replica} ({self.urls[replica]}) is not up after "
+                    f"{self.settings.start_timeout_s:.0f} s (start_timeout_s)"
+                )
+            await asyncio.sleep(1.0)
+
+    async def _rpc(self, replica: int, method: str, *args) -> list:
+        answer = await self._post(
+            replica, "/collective_rpc", {"method": method, "args": list(args)}
+        )
+        return answer["results"]
+
+    def _on_replica(self, replica: int, method: str, *args) -> concurrent.futures.Future:
+        return self._submit(self._rpc(replica, method, *args))
+
+    def _everywhere(self, method: str, *args) -> concurrent.futures.Future:
+        async def every() -> list:
+            calls = [self._rpc(i, method, *args) for i in range(len(self.urls))]
+            return await asyncio.gather(*calls)
+
+        return self._submit(every())
+
+    # ---- generation ---------------------------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        if request.prompt_ids is None:
+            raise ValueError(
+                "RemoteVLLMEngine generates from token ids: the request has no prompt_ids"
+            )
+        return await asyncio.wrap_future(self._submit(self._generate(request)))
+
+    async def _generate(self, request: GenerationRequest) -> Generation:
+        s = request.sampling
+        body = {"prompt": list(request.prompt_ids), "max_tokens": s.max_tokens,
+                "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed,
+                "stop": list(s.stop) or None, "logprobs": 0, "return_token_ids": True,
+                "skip_special_tokens": True}  # fmt: skip
+        version = self.weight_version
+        index = min(range(len(self.urls)), key=lambda i: (self._in_flight[i], i))
+        self._in_flight[index] += 1  # on this engine's loop: no other thread touches the counts
+        self.requests_per_replica[index] += 1
+        try:
+            answer = await self._post(
+                index, "/v1/completions", {"model": self._models[index], **body}
+            )
+        finally:
+            self._in_flight[index] -= 1
+        choice = answer["choices"][0]
+        ids = list(choice["token_ids"])
+        logprobs = list(choice["logprobs"]["token_logprobs"])
+        finish = "length" if choice["finish_reason"] == "length" else "stop"
+        return Generation(choice["text"], ids, logprobs, finish, weight_version=version)
+
+    def prompt_logprobs(self, token_ids: list[int], replica: int = 0) -> list[float]:
+        """Server `replica`'s log-prob of each token given the ones before (temperature 1)."""
+        body = {"model": self._models[replica], "prompt": list(token_ids), "max_tokens": 1,
+                "temperature": 1.0, "prompt_logprobs": 0}  # fmt: skip
+        answer = self._call(self._post(replica, "/v1/completions", body))
+        steps = answer["choices"][0]["prompt_logprobs"][1:]
+        return [
+            step[str(token)]["logprob"] for step, token in zip(steps, token_ids[1:], strict=True)
+        ]
+
+    # ---- weights and lifecycle ----------------------------------------------------------------
+
+    def push_weights(self, named_tensors: NamedTensors, version: int) -> float:
+        """Load new weights into every server; returns the seconds it took."""
+        start = time.perf_counter()
+        timeout = self.settings.request_timeout_s
+        push_weights(named_tensors, version, self._everywhere, timeout,
+                     files=self._files, broadcaster=self._broadcaster)  # fmt: skip
+        resets = [self._post(i, "/reset_prefix_cache", {}) for i in range(len(self.urls))]
+        self._call(_gather(*resets))
+        self.weight_version = version
+        return time.perf_counter() - start
+
+    def shutdown(self) -> None:
+        """Leave the weight group and close the connections; the servers keep running."""
+        if self._broadcaster is not None:
+            self._broadcaster.close()
+            self._broadcaster = None
+        if self._files is not None:
+            self._files.close()
+            self._files = None
+        if self._loop.is_running():
+            self._call(self._client.aclose(), 10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> RemoteVLLMEngine:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.shutdown()
+
+
+async def _new_client(timeout_s: float) -> httpx.AsyncClient:
+    """Made on the engine's loop, where it is used."""
+    return httpx.AsyncClient(timeout=timeout_s, limits=httpx.Limits(max_connections=1024))
+
+
+async def _gather(*coroutines) -> list:
+    return await asyncio.gather(*coroutines)

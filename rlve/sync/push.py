@@ -1,0 +1,91 @@
+"""A weight push to every inference replica, whatever carries it and wherever the replicas run.
+
+The engines (vLLM in this process, `rlve.serve` servers elsewhere) differ only in how they run a
+method in every worker of every replica (`Everywhere`: start the calls, get a future of their
+results); the order of a push is the same for all: a shared-memory file that each worker loads,
+or a broadcast group (the trainer is rank 0, then replica 0's workers, replica 1's...) that
+streams the tensors while the workers load them as they arrive.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable
+
+from rlve.sync.broadcast import WeightBroadcaster
+from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
+
+Everywhere = Callable[..., concurrent.futures.Future]
+"""everywhere(method, *args): start `method(*args)` in every worker of every replica"""
+OnReplica = Callable[..., concurrent.futures.Future]
+"""on_replica(i, method, *args): start `method(*args)` in every worker of replica i"""
+
+
+def _wait(future: concurrent.futures.Future, timeout: float, what: str):
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError as exc:
+        future.cancel()
+        raise TimeoutError(f"inference engine: {what} took longer than {timeout:.0f} s") from exc
+
+
+def push_weights(
+    named_tensors: NamedTensors,
+    version: int,
+    everywhere: Everywhere,
+    timeout: float,
+    files: SharedMemoryTransport | None = None,
+    broadcaster: WeightBroadcaster | None = None,
+) -> None:
+    """Load `named_tensors` as `version` into every worker, through `files` or `broadcaster`."""
+    if files is not None:
+        path = files.write(named_tensors, version)
+        try:
+            _wait(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
+        finally:
+            files.done(path)
+        return
+    specs, tensors = broadcaster.plan(named_tensors)
+    loading = everywhere("rlve_receive_weights", [spec.to_wire() for spec in specs], version)
+    try:  # the workers' calls ending before every tensor is sent means they failed
+        broadcaster.send(tensors, given_up=loading.done)
+    except BaseException:
+        loading.cancel()
+        raise
+    _wait(loading, timeout, "receiving the broadcast weights")
+
+
+def connect_broadcaster(
+    backend: str, workers: list[int], on_replica: OnReplica, timeout: float, host: str
+) -> WeightBroadcaster:
+    """Open the broadcast group with `workers[i]` workers in replica i; `host` is this process's
+    address as the replicas reach it."""
+    world_size = 1 + sum(workers)
+    broadcaster = WeightBroadcaster(backend, world_size, timeout, host=host)
+    first_ranks = [1 + sum(workers[:i]) for i in range(len(workers))]
+    joins = [
+        on_replica(i, "rlve_join_weight_group", host, broadcaster.store_port, world_size,
+                   first_rank, backend, timeout)
+        for i, first_rank in enumerate(first_ranks)
+    ]  # fmt: skip
+    connecting: concurrent.futures.Future = concurrent.futures.Future()
+
+    def connect() -> None:  # a daemon thread: a failed join must not hold the process
+        try:
+            broadcaster.connect()
+            connecting.set_result(None)
+        except BaseException as exc:
+            connecting.set_exception(exc)
+
+    threading.Thread(target=connect, name="weight-group", daemon=True).start()
+    # any side failing ends the wait at once instead of after the time-out
+    done, pending = concurrent.futures.wait(
+        [*joins, connecting], timeout, concurrent.futures.FIRST_EXCEPTION
+    )
+    for future in done:
+        future.result()
+    if pending:
+        broadcaster.close()
+        raise TimeoutError(f"joining the {backend} weight group took longer than {timeout:.0f} s")
+    return broadcaster
