@@ -118,7 +118,11 @@ def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model, async_level)
     assert not mismatched
 
 
-def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intact(tmp_path):
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intact(
+    tmp_path, replicas
+):
+    """With two replicas only the second dies, and the error names it."""
     import psutil
 
     from rlve.inference.vllm_engine import EngineDiedError
@@ -126,14 +130,15 @@ def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intac
 
     def kill_engine_after_step_1(step, trainer, engine, metrics):
         if step == 1:
-            for process in psutil.Process().children(recursive=True):
-                if process.name() == "VLLM::EngineCore":
-                    process.kill()
+            cores = [p for p in psutil.Process().children(recursive=True)
+                     if p.name() == "VLLM::EngineCore"]  # fmt: skip
+            assert len(cores) == replicas
+            cores[-1].kill()
 
-    config = load_run_config(
-        [*SMALL, "trainer.max_steps=4", "save_every=1", f"output_dir={tmp_path}"]
-    )
-    with pytest.raises(EngineDiedError, match="resume=true continues from the last checkpoint"):
+    overrides = ["trainer.max_steps=4", "save_every=1", f"inference.replicas={replicas}"]
+    config = load_run_config([*SMALL, *overrides, f"output_dir={tmp_path}"])
+    which = r"\(replica 1 of 2\) " if replicas == 2 else ""
+    with pytest.raises(EngineDiedError, match=f"engine process {which}died.*resume=true continues"):
         train(config, on_step=kill_engine_after_step_1)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_00000001"]
     assert load_trainer_state(str(tmp_path / "checkpoints" / "step_00000001"))["step"] == 1

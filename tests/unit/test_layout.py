@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "rlve"
 
-TOP_LEVEL_MODULES = {"__init__", "train", "types", "loop", "evaluation"}
+TOP_LEVEL_MODULES = {"__init__", "train", "serve", "types", "loop", "evaluation"}
 PACKAGES = {
     "algorithms",
     "training",
