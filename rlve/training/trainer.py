@@ -19,14 +19,14 @@ from dataclasses import asdict, replace
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from rlve.algorithms import LossStats, kl_penalty, lr_multiplier, policy_loss, token_mean
 from rlve.algorithms.packing import TrainSequence, sequences_from_groups, split_evenly
 from rlve.config import TrainerConfig
 from rlve.distributed import World
-from rlve.distributed.fsdp import full, shard_model
-from rlve.models import load_causal_lm, load_tokenizer, with_lora
+from rlve.distributed.fsdp import full
+from rlve.models import load_tokenizer
 from rlve.training.checkpoint import (
     capture_rng_state,
     load_checkpoint,
@@ -35,6 +35,7 @@ from rlve.training.checkpoint import (
 )
 from rlve.training.export import export_model, merged_named_weights
 from rlve.training.logprobs import TokenScorer
+from rlve.training.policy import build_policy
 from rlve.training.rank_batch import build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
@@ -72,28 +73,9 @@ class Trainer:
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
 
-        base = load_causal_lm(config.model, dtype=config.dtype, device=config.device)
-        base.config.use_cache = False
-        if config.gradient_checkpointing:
-            base.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
-        self.model = base
-        if config.lora.enabled:
-            self.model, coverage = with_lora(base, config.lora)
-            logger.info("%s", coverage)
-        self.causal_lm = base  # peft injects its layers into base, so this runs with LoRA on
-        self.model.train()
-        self.reference: nn.Module | None = None
-        if config.kl_beta > 0 and not config.lora.enabled:
-            self.reference = load_causal_lm(config.model, config.dtype, config.device).eval()
-            self.reference.requires_grad_(False)
-        self.scorer = TokenScorer(base)
-        self.reference_scorer = TokenScorer(self.reference) if self.reference else None
-        if world.sharded:
-            shard_model(base, self.scorer, config.mixed_precision)
-            if self.reference_scorer is not None:
-                shard_model(self.reference, self.reference_scorer, config.mixed_precision)
+        policy = build_policy(config, world)
+        self.model, self.causal_lm = policy.model, policy.causal_lm
+        self.scorer, self.reference_scorer = policy.scorer, policy.reference_scorer
 
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -324,7 +306,7 @@ class Trainer:
         for micro in batch.micro_batches:
             if not use_reference:
                 logp, _ = self._logprobs(self.scorer, micro)
-            elif self.reference is not None:
+            elif self.reference_scorer is not None:
                 logp, _ = self._logprobs(self.reference_scorer, micro)
             else:
                 with self.model.disable_adapter():

@@ -1,0 +1,53 @@
+"""The models a trainer holds: the policy (full or LoRA), its scorer, and the KL reference."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from torch import nn
+
+from rlve.config import TrainerConfig
+from rlve.distributed import World
+from rlve.distributed.fsdp import shard_model
+from rlve.models import load_causal_lm, with_lora
+from rlve.training.logprobs import TokenScorer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PolicyModels:
+    model: nn.Module
+    """what the optimizer trains: the causal LM, or the peft model around it"""
+    causal_lm: nn.Module
+    """the transformers model (with LoRA, peft's layers are inside it, so it runs with them)"""
+    scorer: TokenScorer
+    """token log-probs of `causal_lm`; under torchrun the FSDP2 root unit"""
+    reference_scorer: TokenScorer | None
+    """a frozen copy's scorer when kl_beta > 0 without LoRA (with LoRA: the adapter switched off)"""
+
+
+def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
+    """Load the model on `config.device`; LoRA, gradient checkpointing and FSDP2 sharding as
+    configured (sharded when `world` is)."""
+    base = load_causal_lm(config.model, dtype=config.dtype, device=config.device)
+    base.config.use_cache = False
+    if config.gradient_checkpointing:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = base
+    if config.lora.enabled:
+        model, coverage = with_lora(base, config.lora)
+        logger.info("%s", coverage)
+    model.train()
+    scorer = TokenScorer(base)
+    reference_scorer = None
+    if config.kl_beta > 0 and not config.lora.enabled:
+        reference = load_causal_lm(config.model, config.dtype, config.device).eval()
+        reference.requires_grad_(False)
+        reference_scorer = TokenScorer(reference)
+    if world.sharded:
+        shard_model(base, scorer, config.mixed_precision)
+        if reference_scorer is not None:
+            shard_model(reference_scorer.causal_lm, reference_scorer, config.mixed_precision)
+    return PolicyModels(model, base, scorer, reference_scorer)
