@@ -44,3 +44,12 @@ def test_two_ranks_take_the_steps_of_one_process(runs, case):
     assert float(diffs.mean()) < 1e-6
     assert float((diffs > 1e-5).float().mean()) < 0.01
     assert float(diffs.max()) < 3e-3
+
+
+def test_bf16_mixed_precision_on_two_ranks_stays_near_fp32(runs):
+    """bf16 compute with fp32 weights and reduction: the same steps to bf16's precision."""
+    fp32, bf16 = (torch.load(runs[1] / f"{case}.pt") for case in ("cispo", "cispo_bf16"))
+    for step, (a, b) in enumerate(zip(fp32["metrics"], bf16["metrics"], strict=True)):
+        assert b["train/entropy"] == pytest.approx(a["train/entropy"], rel=0.02), step
+        assert b["train/grad_norm"] == pytest.approx(a["train/grad_norm"], rel=0.1), step
+    assert all(w.dtype == torch.float32 for w in bf16["weights"].values())  # fp32 master weights

@@ -31,6 +31,8 @@ CASES = {
     "grpo_lora": dict(loss="grpo", lora=LoraConfig(enabled=True, rank=4, alpha=8.0)),
     "cispo_checkpointing": dict(loss="cispo", gradient_checkpointing=True),
 }
+MIXED_PRECISION_CASE = {"cispo_bf16": dict(loss="cispo", mixed_precision="bfloat16")}
+"""run under torchrun only (mixed precision is FSDP2's); compared with the fp32 case"""
 
 
 def groups(step: int) -> list[RolloutGroup]:
@@ -57,7 +59,8 @@ def groups(step: int) -> list[RolloutGroup]:
 def main(out: Path) -> None:
     world, device = init_world("cpu")
     out.mkdir(parents=True, exist_ok=True)
-    for name, fields in CASES.items():
+    cases = {**CASES, **(MIXED_PRECISION_CASE if world.sharded else {})}
+    for name, fields in cases.items():
         config = TrainerConfig(lr=1e-2, max_tokens_per_microbatch=48, max_steps=3, device=device,
                                old_logprobs="recompute", **fields)  # fmt: skip
         trainer = Trainer(config, world)
