@@ -29,7 +29,7 @@ from rlve.config import InferenceConfig
 from rlve.inference.engine import Generation, GenerationRequest
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
-from rlve.sync.push import connect_broadcaster, push_weights
+from rlve.sync.push import connect_broadcaster, push_weights, wait_for
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class VLLMEngine:
 
     def _call(self, coroutine, timeout: float, what: str):
         """Run a coroutine on the engine's loop from synchronous code, with a time limit."""
-        return _wait(asyncio.run_coroutine_threadsafe(coroutine, self._loop), timeout, what)
+        return wait_for(asyncio.run_coroutine_threadsafe(coroutine, self._loop), timeout, what)
 
     def shutdown(self) -> None:
         """Stop the engine processes and the background loop; safe to call twice."""
@@ -268,14 +268,6 @@ def replica_gpus(
         return [None] * replicas
     return [list(gpus[i * tensor_parallel_size : (i + 1) * tensor_parallel_size])
             for i in range(replicas)]  # fmt: skip
-
-
-def _wait(future: concurrent.futures.Future, timeout: float, what: str):
-    try:
-        return future.result(timeout)
-    except concurrent.futures.TimeoutError as exc:
-        future.cancel()
-        raise TimeoutError(f"vLLM engine: {what} took longer than {timeout:.0f} s") from exc
 
 
 async def _gather(*coroutines) -> list:

@@ -22,7 +22,8 @@ OnReplica = Callable[..., concurrent.futures.Future]
 """on_replica(i, method, *args): start `method(*args)` in every worker of replica i"""
 
 
-def _wait(future: concurrent.futures.Future, timeout: float, what: str):
+def wait_for(future: concurrent.futures.Future, timeout: float, what: str):
+    """The future's result, or TimeoutError naming `what` after `timeout` seconds."""
     try:
         return future.result(timeout)
     except concurrent.futures.TimeoutError as exc:
@@ -42,7 +43,7 @@ def push_weights(
     if files is not None:
         path = files.write(named_tensors, version)
         try:
-            _wait(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
+            wait_for(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
         finally:
             files.done(path)
         return
@@ -53,7 +54,7 @@ def push_weights(
     except BaseException:
         loading.cancel()
         raise
-    _wait(loading, timeout, "receiving the broadcast weights")
+    wait_for(loading, timeout, "receiving the broadcast weights")
 
 
 def connect_broadcaster(
