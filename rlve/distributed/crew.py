@@ -43,17 +43,14 @@ class Crew:
         self._order("export", path)
         return self.trainer.export(path)
 
-    def dismiss(self, error: str | None = None) -> None:
-        """End `follow` on the other ranks: normally, or with rank 0's error."""
-        self._order("stop", error)
+    def dismiss(self) -> None:
+        """End `follow` on the other ranks (at the end of the run; on an error rank 0 exits, and
+        torchrun stops them)."""
+        self._order("stop")
 
 
 def follow(trainer: Any, world: World) -> None:
-    """A rank > 0: make the calls rank 0 orders until it dismisses the crew.
-
-    Raises:
-        RuntimeError: rank 0 stopped with an error (its text is in the message).
-    """
+    """A rank > 0: make the calls rank 0 orders until it dismisses the crew."""
     while True:
         command, argument = world.broadcast()
         if command == "train_step":
@@ -67,8 +64,6 @@ def follow(trainer: Any, world: World) -> None:
         elif command == "export":
             trainer.export(argument)
         elif command == "stop":
-            if argument:
-                raise RuntimeError(f"rank {world.rank}: stopping because rank 0 failed: {argument}")
             return
         else:
             raise RuntimeError(f"rank {world.rank}: unknown order {command!r} from rank 0")

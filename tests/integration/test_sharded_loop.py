@@ -9,23 +9,12 @@ import subprocess
 import sys
 
 import pytest
+import test_loop  # tests/integration is on sys.path (pytest's rootdir-relative imports)
 
 from rlve.loop import train
 from rlve.train import load_run_config
 
-FAST = [
-    "+experiment=tictactoe_cispo",
-    "rollout.engine=scripted",
-    "rollout.scripted_policy=rlve.envs.tictactoe:random_policy",
-    "rollout.groups_per_step=3",
-    "rollout.group_size=4",
-    "rollout.async_level=0",
-    "logging.wandb_mode=disabled",
-    "logging.console_every=0",
-    "trainer.lora.enabled=false",
-    "trainer.lr=1e-3",
-    "save_every=2",
-]
+FAST = [*test_loop.FAST, "save_every=2"]
 TRAIN_KEYS = ("train/loss", "train/grad_norm", "train/entropy", "train/num_tokens")
 ROLLOUT_KEYS = ("reward/mean", "reward/std", "completion/len_mean", "batch/groups")
 
