@@ -2,11 +2,26 @@
 
 The public API: `load_environment`, `list_environments`, `evaluate` (with its `EvalResult`) and
 `ScriptedEngine`. Training runs start from `python -m rlve.train`.
+
+The names are imported on first use, so that small helper processes (the run's watchdog) can
+import `rlve.*` modules without loading the environments and torch.
 """
 
-from rlve.envs import list_environments, load_environment
-from rlve.evaluation import EvalResult, evaluate
-from rlve.inference.scripted import ScriptedEngine
+from importlib import import_module
 
-__all__ = ["EvalResult", "ScriptedEngine", "evaluate", "list_environments", "load_environment"]
+_PUBLIC = {
+    "EvalResult": "rlve.evaluation",
+    "ScriptedEngine": "rlve.inference.scripted",
+    "evaluate": "rlve.evaluation",
+    "list_environments": "rlve.envs",
+    "load_environment": "rlve.envs",
+}
+
+__all__ = sorted(_PUBLIC)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'rlve' has no attribute {name!r}")
+    return getattr(import_module(_PUBLIC[name]), name)

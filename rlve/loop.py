@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import shutil
 import signal
 import sys
 import time
@@ -33,16 +34,21 @@ from rlve.distributed import Crew, follow, init_world
 from rlve.envs import expand_env_names, load_environment
 from rlve.envs.base import Environment
 from rlve.inference.scripted import ScriptedEngine, load_policy
+from rlve.reliability.run_guard import run_guard
 from rlve.rollout.collector import BatchCollector, StepBatch
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.summary import summarize, weight_lag, within_lag
-from rlve.training.checkpoint import latest_checkpoint
+from rlve.training.checkpoint import latest_checkpoint, latest_intact_checkpoint
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
+
+CHECKPOINTS = "checkpoints"
+RUN_OUTPUTS = (CHECKPOINTS, "metrics.jsonl", "samples", "model")
+"""what a run writes into output_dir; a fresh run refuses to start over them without overwrite"""
 
 BATCH_TIMEOUT_S = 3600.0
 """longest wait for one step's rollouts before the run stops with an error (never hang)"""
@@ -153,15 +159,24 @@ def train(
     config.validate()
     world, device = init_world(config.trainer.device)
     run_dir = Path(config.output_dir)
-    checkpoints = run_dir / "checkpoints"
-    latest = world.broadcast(_checkpoint_to_resume(config, checkpoints) if world.is_main else None)
-    trainer = Trainer(replace(config.trainer, device=device), world)
     if not world.is_main:
+        latest = world.broadcast(None)
+        trainer = Trainer(replace(config.trainer, device=device), world)
         if latest:
             trainer.resume(latest)
         follow(trainer, world)
         return run_dir
-    if world.sharded:  # torchrun stops every rank when one fails: shut the engine down first
+    with run_guard(run_dir):  # one run per directory; its processes end with it
+        latest = world.broadcast(_checkpoint_to_resume(config, run_dir))
+        trainer = Trainer(replace(config.trainer, device=device), world)
+        _drive(config, Crew(trainer, world), latest, run_dir, on_step, on_start)
+    return run_dir
+
+
+def _drive(config, crew, latest, run_dir, on_step, on_start) -> None:
+    """Rank 0's part: environments, engine, logger, the loop, the export."""
+    trainer = crew.trainer
+    if crew.world.sharded:  # torchrun stops every rank when one fails: shut the engine down first
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     resolved = OmegaConf.to_container(OmegaConf.structured(config), resolve=True)
     OmegaConf.save(OmegaConf.create(resolved), run_dir / "config.yaml")
@@ -174,7 +189,6 @@ def train(
         next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
         sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
         log.info("resumed %s at step %d", latest, trainer.step)
-    crew = Crew(trainer, world)
     engine = build_engine(config, trainer)
     logger = MetricsLogger(
         run_dir,
@@ -182,7 +196,7 @@ def train(
         resolved,
         config.run_name,
         config.trainer.max_steps,
-        resume=bool(latest),
+        resume_step=trainer.step if latest else None,
     )
     collector = BatchCollector(
         engine,
@@ -193,6 +207,7 @@ def train(
             time_limit_s=config.rollout.episode_time_limit_s,
         ),
     )
+    checkpoints = run_dir / CHECKPOINTS
     try:
         if latest and hasattr(engine, "push_weights"):
             engine.push_weights(crew.weights_for_inference(), trainer.version)
@@ -202,7 +217,7 @@ def train(
         crew.export(str(run_dir / "model"))
         crew.dismiss()
     except Exception:
-        last = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
+        last = latest_checkpoint(str(checkpoints))
         log.error(
             "the run stopped in step %d; last checkpoint: %s",
             trainer.step + 1,
@@ -214,7 +229,6 @@ def train(
         logger.close()
         if hasattr(engine, "shutdown"):
             engine.shutdown()
-    return run_dir
 
 
 def _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch) -> None:
@@ -264,17 +278,25 @@ def _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_ba
         raise
 
 
-def _checkpoint_to_resume(config: RunConfig, checkpoints: Path) -> str | None:
-    """The latest checkpoint when `resume` is set; the run directory made ready."""
-    latest = latest_checkpoint(str(checkpoints)) if checkpoints.exists() else None
-    if latest and not config.resume:
-        raise FileExistsError(
-            f"{checkpoints.parent} already holds checkpoints: pass resume=true to continue that "
-            "run, or choose another output_dir (or run_name)"
-        )
+def _checkpoint_to_resume(config: RunConfig, run_dir: Path) -> str | None:
+    """The newest intact checkpoint when `resume` is set; with `overwrite`, an earlier run's
+    outputs deleted; otherwise an earlier run's outputs are an error."""
+    earlier = [name for name in RUN_OUTPUTS if (run_dir / name).exists()]
+    if config.overwrite:
+        for name in earlier:
+            path = run_dir / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        log.warning("overwrite=true: deleted %s of an earlier run in %s", earlier, run_dir)
+        return None
+    latest = latest_intact_checkpoint(str(run_dir / CHECKPOINTS))
     if config.resume and not latest:
-        raise FileNotFoundError(f"resume=true but {checkpoints} holds no checkpoint")
-    checkpoints.parent.mkdir(parents=True, exist_ok=True)
+        raise FileNotFoundError(f"resume=true but {run_dir / CHECKPOINTS} holds no checkpoint; "
+                                "overwrite=true starts the run afresh")  # fmt: skip
+    if earlier and not config.resume:
+        raise FileExistsError(
+            f"{run_dir} holds an earlier run's {', '.join(earlier)}: pass resume=true to continue "
+            "it, overwrite=true to delete it and start afresh, or choose another output_dir"
+        )
     return latest
 
 

@@ -166,7 +166,11 @@ class RunConfig:
     save_every: int = 10
     """checkpoint every N steps (and at the end, and on Ctrl-C); >= 1"""
     resume: bool = False
-    """continue the run in output_dir from its latest checkpoint"""
+    """continue the run in output_dir from its newest intact checkpoint (metrics.jsonl and
+    samples/ are rewound to that step)"""
+    overwrite: bool = False
+    """start afresh in an output_dir that holds an earlier run, deleting its checkpoints,
+    metrics.jsonl, samples/ and model/ (without it, and without resume, such a run is refused)"""
 
     def validate(self) -> None:
         self.trainer.validate()
@@ -174,6 +178,8 @@ class RunConfig:
         self.env.validate()
         self.logging.validate()
         require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
+        require(not (self.resume and self.overwrite),
+                "resume=true and overwrite=true contradict each other: choose one")  # fmt: skip
         if self.rollout.engine == "vllm":
             i = self.inference
             check_placement(self.trainer.device, i.gpus, i.tensor_parallel_size,

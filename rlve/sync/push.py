@@ -13,6 +13,7 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 
+from rlve.reliability.kill_points import kill_point
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
@@ -42,6 +43,7 @@ def push_weights(
     """Load `named_tensors` as `version` into every worker, through `files` or `broadcaster`."""
     if files is not None:
         path = files.write(named_tensors, version)
+        kill_point("weight_push", version)
         try:
             wait_for(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
         finally:
@@ -49,6 +51,7 @@ def push_weights(
         return
     specs, tensors = broadcaster.plan(named_tensors)
     loading = everywhere("rlve_receive_weights", [spec.to_wire() for spec in specs], version)
+    kill_point("weight_push", version)
     try:  # the workers' calls ending before every tensor is sent means they failed
         broadcaster.send(tensors, given_up=loading.done)
     except BaseException:

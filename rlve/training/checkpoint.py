@@ -4,14 +4,20 @@ A checkpoint is a directory `step_<n>`: `model_and_optimizer/` (the trained para
 them or only the LoRA adapter, and the optimizer state, written by every rank with
 `torch.distributed.checkpoint`, keyed by parameter name, so a checkpoint saved by N ranks loads
 on M ranks or in one process), `trainer_state.pt` (scheduler, rng states of every rank, step and
-the caller's `extra`, written by rank 0) and `meta.json`. It is written into a temporary sibling
-directory, fsynced and renamed into place, so a crash mid-save leaves the previous checkpoints as
-they were.
+the caller's `extra`, written by rank 0), `meta.json` and `checksums.json` (size and sha256 of
+every other file). It is written into a temporary sibling directory, fsynced and renamed into
+place, so a crash mid-save leaves the previous checkpoints as they were; a checkpoint damaged
+later (a truncated or corrupted file) fails its checksums, and `latest_intact_checkpoint` falls
+back to the newest one that passes. A full disk stops the save with `DiskFullError`, the previous
+checkpoints untouched.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -31,10 +37,14 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from rlve.distributed import World
+from rlve.reliability.kill_points import kill_point
+
+log = logging.getLogger(__name__)
 
 MODEL_AND_OPTIMIZER = "model_and_optimizer"
 STATE_FILE = "trainer_state.pt"
 META_FILE = "meta.json"
+CHECKSUM_FILE = "checksums.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -85,6 +95,91 @@ def latest_checkpoint(root: str) -> str | None:
     return checkpoints[-1] if checkpoints else None
 
 
+def latest_intact_checkpoint(root: str) -> str | None:
+    """The newest checkpoint under root that passes its checksums; each damaged newer one is
+    named in a warning. None when there is none at all.
+
+    Raises:
+        CheckpointDamaged: there are checkpoints, and every one of them is damaged.
+    """
+    checkpoints = list_checkpoints(root)
+    problems = []
+    for path in reversed(checkpoints):
+        problem = checkpoint_damage(path)
+        if problem is None:
+            for damaged in problems:
+                log.warning("checkpoint %s is damaged (%s); falling back to %s", *damaged, path)
+            return path
+        problems.append((path, problem))
+    if problems:
+        listing = "; ".join(f"{path}: {problem}" for path, problem in problems)
+        raise CheckpointDamaged(f"every checkpoint under {root} is damaged: {listing}")
+    return None
+
+
+class CheckpointDamaged(RuntimeError):
+    """No checkpoint under a directory passes its checksums."""
+
+
+class DiskFullError(OSError):
+    """The disk filled up while a checkpoint was written; the previous ones are intact."""
+
+
+def checkpoint_damage(path: str) -> str | None:
+    """What is wrong with the checkpoint at `path` (a missing, resized or changed file), or None
+    when every file matches `checksums.json`."""
+    try:
+        with open(os.path.join(path, CHECKSUM_FILE)) as handle:
+            expected = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return f"{CHECKSUM_FILE} unreadable: {exc}"
+    for name, want in sorted(expected.items()):
+        file = os.path.join(path, name)
+        if not os.path.isfile(file):
+            return f"{name} is missing"
+        size = os.path.getsize(file)
+        if size != want["bytes"]:
+            return f"{name} has {size} bytes, {want['bytes']} were written"
+        if _sha256(file) != want["sha256"]:
+            return f"{name} does not match its sha256"
+    return None
+
+
+def _write_checksums(directory: str) -> None:
+    sums = {}
+    for parent, _, files in os.walk(directory):
+        for name in sorted(files):
+            file = os.path.join(parent, name)
+            sums[os.path.relpath(file, directory)] = {
+                "bytes": os.path.getsize(file),
+                "sha256": _sha256(file),
+            }
+    with open(os.path.join(directory, CHECKSUM_FILE), "w") as handle:
+        json.dump(sums, handle, indent=1, sort_keys=True)
+
+
+def _sha256(file: str) -> str:
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _disk_full(exc: BaseException | None) -> bool:
+    """Whether `exc` or what caused it (DCP wraps each rank's error) is ENOSPC or EDQUOT."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        failures = getattr(exc, "failures", None)  # DCP's: rank -> (exception, traceback)
+        if isinstance(failures, dict) and any(_disk_full(f[0]) for f in failures.values()):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -127,10 +222,12 @@ def save_checkpoint(
             dcp.save({"model": model_state, "optimizer": optimizer_state},
                      checkpoint_id=os.path.join(staging, MODEL_AND_OPTIMIZER))  # fmt: skip
         world.barrier()
+        kill_point("checkpoint", step)
         if world.is_main:
             torch.save(state, os.path.join(staging, STATE_FILE))
             with open(os.path.join(staging, META_FILE), "w") as meta:
                 json.dump({"step": step, "world_size": world.size}, meta)
+            _write_checksums(staging)
             _fsync_tree(staging)
             if os.path.isdir(final):  # saving the same step again: the new one replaces it
                 shutil.rmtree(final)
@@ -138,6 +235,16 @@ def save_checkpoint(
             _fsync_dir(root)
             for old in list_checkpoints(root)[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
+    except BaseException as exc:  # DCP's CheckpointException is a BaseException
+        if not _disk_full(exc):
+            raise
+        previous = latest_checkpoint(root)
+        kept = f"the previous checkpoint {previous} is intact" if previous else "none was before"
+        raise DiskFullError(
+            errno.ENOSPC,
+            f"the disk filled up while checkpoint step {step} was "
+            f"written under {root}; {kept}: free space, then resume=true",
+        ) from exc
     finally:
         if world.is_main:
             shutil.rmtree(staging, ignore_errors=True)

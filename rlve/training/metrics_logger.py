@@ -36,19 +36,24 @@ class MetricsLogger:
         resolved_config: dict[str, Any],
         run_name: str,
         max_steps: int,
-        resume: bool = False,
+        resume_step: int | None = None,
     ):
+        """`resume_step`: the step a resumed run continues from; what the file holds beyond it
+        (logged before the crash, after the checkpoint) is dropped, and so are its samples."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         self.max_steps = max_steps
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self.samples_dir = self.run_dir / "samples"
-        self._file = self.metrics_path.open("a" if resume else "w")
+        if resume_step is not None:
+            rewind(self.run_dir, resume_step)
+        self._file = self.metrics_path.open("a" if resume_step is not None else "w")
         self._started = time.time()
         self._first_step: int | None = None
         self._wandb = None
         if config.wandb_mode != "disabled":
+            resume = resume_step is not None
             self._wandb = _start_wandb(self.run_dir, config, resolved_config, run_name, resume)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -100,6 +105,25 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
+
+
+def rewind(run_dir: Path, step: int) -> None:
+    """Drops metrics.jsonl's rows (and a row cut off by the crash) and the samples of steps after
+    `step`; the file is replaced atomically."""
+    path = run_dir / "metrics.jsonl"
+    if path.exists():
+        kept = []
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:  # the last line of a process killed while writing it
+                continue
+            if row.get("step", math.inf) <= step:
+                kept.append(line + "\n")
+        write_text_atomically(path, "".join(kept))
+    for sample in (run_dir / "samples").glob("step_*.txt"):
+        if int(sample.stem.removeprefix("step_")) > step:
+            sample.unlink()
 
 
 def _start_wandb(run_dir, config, resolved_config, run_name, resume):

@@ -27,6 +27,7 @@ from rlve.config import TrainerConfig
 from rlve.distributed import World
 from rlve.distributed.fsdp import full
 from rlve.models import load_tokenizer
+from rlve.reliability.kill_points import kill_point
 from rlve.training.checkpoint import (
     capture_rng_state,
     load_checkpoint,
@@ -326,6 +327,7 @@ class Trainer:
             reason = "gradient norm is not finite" if loss_is_finite else "loss is not finite"
             self._record_bad_step(reason)
             return grad_norm
+        kill_point("optimizer_step", self.step + 1)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)

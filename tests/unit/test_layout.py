@@ -27,6 +27,7 @@ PACKAGES = {
     "cli",
     "config",
     "distributed",
+    "reliability",
     "configs",  # Hydra's yaml files: package data, no Python
 }
 
@@ -134,6 +135,7 @@ def test_no_import_cycle_between_parts():
         ("rlve.inference", "rlve.rollout"),
         ("rlve.sync", "rlve.inference"),
         ("rlve.envs", "rlve.evaluation"),
+        ("rlve.reliability", "rlve.training"),
     ],
 )
 def test_dependencies_point_down(low, high):
