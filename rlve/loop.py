@@ -118,7 +118,8 @@ def build_sampler(config: RunConfig, envs: dict[str, Environment], weights) -> P
 
 
 def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> dict[str, float]:
-    """Rollout-side metrics of a step: rewards of every group played, batch and curriculum."""
+    """Rollout-side metrics of a step: rewards of every group played, batch, curriculum and
+    faults."""
     metrics = summarize(batch.played)
     for name in {g.env_name for g in batch.played}:
         env = sampler.envs[name]
@@ -133,6 +134,7 @@ def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> 
     metrics["perf/generate_s"] = batch.generate_s
     metrics["perf/rollout_tokens_per_s"] = batch.sampled_tokens / max(batch.generate_s, 1e-9)
     metrics.update(batch.curriculum)
+    metrics.update(batch.faults)
     return metrics
 
 
@@ -207,6 +209,7 @@ def _drive(config, crew, latest, run_dir, on_step, on_start) -> None:
             time_limit_s=config.rollout.episode_time_limit_s,
         ),
     )
+    collector.next_step = trainer.step + (2 if next_batch else 1)
     checkpoints = run_dir / CHECKPOINTS
     try:
         if latest and hasattr(engine, "push_weights"):

@@ -36,6 +36,16 @@ class SideSequence:
     sampler_logprobs: list[float]
 
 
+@dataclass(frozen=True)
+class Fault:
+    """Something outside the model that spoiled an episode or a problem (rlve.rollout.faults)."""
+
+    kind: str
+    """"generator_error", "env_error", "engine_error", "timeout" or "verifier_error\""""
+    message: str
+    """what went wrong, for the logs and for the report of a run stopped by its fault rate"""
+
+
 @dataclass
 class Trajectory:
     """One finished episode, token-exact when the engine works on token ids.
@@ -69,6 +79,8 @@ class Trajectory:
     side_sequences: list[SideSequence] = field(default_factory=list)
     """side calls trained with this trajectory's advantage; empty unless the environment sets
     `train_side_calls` (PythonREPLEnv's train_on_sub_calls)"""
+    fault: Fault | None = None
+    """the fault that ended or spoiled this episode, None for a clean one (`faults/<kind>`)"""
 
     @property
     def prompt_len(self) -> int:

@@ -40,7 +40,8 @@ class InferenceConfig:
     `tensor_parallel_size`; None = the first `tensor_parallel_size` GPUs (one replica) or the
     CPU"""
     request_timeout_s: float = 600.0
-    """longest wait for one generation before the run is stopped with an error"""
+    """longest wait for one generation (past it, or when the request fails, its episode ends as
+    'engine_error', a fault: faults/engine_error) and for each part of a weight push"""
     start_timeout_s: float = 900.0
     """longest wait for the engine to start"""
     servers: list[str] = field(default_factory=list)

@@ -36,7 +36,8 @@ class RolloutConfig:
     max_concurrent: int = 256
     """most episodes in flight at once"""
     episode_time_limit_s: float | None = 600.0
-    """wall-clock limit per episode; a timed-out episode ends as truncated; None = no limit"""
+    """wall-clock limit per episode, its setup included; past it the episode ends with stop
+    reason 'timeout' (a fault: faults/timeout); None = no limit"""
     async_level: int = 0
     """0: strictly on-policy; 1: generate step n+1 while the trainer trains step n"""
     dynamic_sampling: bool = False
@@ -47,6 +48,17 @@ class RolloutConfig:
     """with dynamic sampling, each refill asks for missing * oversample groups; >= 1"""
     overlong_buffer: int | None = None
     """DAPO overlong shaping: penalise completions in the last N tokens before max_tokens"""
+    generate_time_limit_s: float | None = 300.0
+    """longest wait for one generated problem (`make_example`); past it, or when the generator
+    raises, the problem is replaced and counted under faults/generator_error (the hung call is left
+    running in a daemon thread: Python cannot stop a thread); None = no limit"""
+    max_fault_rate: float = 0.1
+    """the run stops when more than this share of the last `fault_window` episodes and failed
+    generations were faulty (faults/*: generator, environment, engine and verifier errors,
+    timeouts); in [0, 1], 1.0 = never stop"""
+    fault_window: int = 512
+    """how many of the latest episodes and failed generations the fault rate is judged over, once
+    that many were seen (a resumed run starts an empty window); >= 1"""
 
     def validate(self) -> None:
         require_choice("rollout.engine", self.engine, ENGINES)
@@ -71,6 +83,17 @@ class RolloutConfig:
         require(
             self.overlong_buffer is None or self.overlong_buffer >= 1,
             f"rollout.overlong_buffer must be None or >= 1, got {self.overlong_buffer}",
+        )
+        require(
+            self.generate_time_limit_s is None or self.generate_time_limit_s > 0,
+            f"rollout.generate_time_limit_s must be None or > 0, got {self.generate_time_limit_s}",
+        )
+        require(
+            0 <= self.max_fault_rate <= 1,
+            f"rollout.max_fault_rate must be in [0, 1], got {self.max_fault_rate}",
+        )
+        require(
+            self.fault_window >= 1, f"rollout.fault_window must be >= 1, got {self.fault_window}"
         )
 
 

@@ -4,15 +4,20 @@ A reward function asks by parameter name for what it needs, any of `prompt, comp
 state, info, parser`, and returns a float. A group reward function sees a whole rollout group
 (`prompts, completions, answers, states, infos, parser`) and returns one float per rollout. The
 reward is the weighted sum; every function's raw value is also kept as a metric, so weight 0 makes
-a pure metric. A function that raises scores 0 and is counted under `errors/<name>`: one bad
-function never crashes a batch.
+a pure metric. A function that raises, or runs past the rubric's time limit, scores 0 and is
+counted under `errors/<name>` (and its episode as a `verifier_error` fault): one bad function never
+crashes or stalls a batch. With a time limit, plain functions run in a thread of their own; one
+that never returns is left running there (Python cannot stop a thread), a daemon thread that
+ends with the process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +29,9 @@ log = logging.getLogger(__name__)
 
 ROLLOUT_ARGS = ("prompt", "completion", "answer", "state", "info", "parser")
 GROUP_ARGS = ("prompts", "completions", "answers", "states", "infos", "parser")
+
+REWARD_TIME_LIMIT_S = 60.0
+"""a rubric's default limit on one call of one reward function (a group function: its group)"""
 
 
 @dataclass
@@ -64,13 +72,55 @@ class Score:
     reward: float = 0.0
     metrics: dict[str, float] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+    """the first failure's message ("<function>: <error>"); empty when every function scored"""
 
 
-async def _call(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    value = func(**kwargs)
-    if inspect.isawaitable(value):
-        value = await value
+@dataclass(frozen=True)
+class RewardError:
+    """What a reward function gave instead of a value: why it failed."""
+
+    message: str
+
+
+async def _call(func: Callable[..., Any], kwargs: dict[str, Any], limit_s: float | None) -> Any:
+    if limit_s is None:
+        value = func(**kwargs)
+    elif inspect.iscoroutinefunction(func):
+        value = await asyncio.wait_for(func(**kwargs), limit_s)
+    else:
+        value = await asyncio.wait_for(_in_thread(func, kwargs), limit_s)
+    if inspect.isawaitable(value):  # e.g. an object with an async __call__
+        value = await asyncio.wait_for(value, limit_s)
     return value
+
+
+async def _in_thread(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """`func(**kwargs)` in a daemon thread, so that the event loop can give up waiting on it."""
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if outcome.done():  # given up on (timed out) meanwhile
+            return
+        if error is not None:
+            outcome.set_exception(error)
+        else:
+            outcome.set_result(value)
+
+    def run() -> None:
+        value, error = None, None
+        try:
+            value = func(**kwargs)
+        except Exception as exc:  # handed to the waiting coroutine
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop closed while the function ran: nobody waits any more
+            pass
+
+    threading.Thread(target=run, daemon=True, name="rlve-reward").start()
+    return await outcome
 
 
 class Rubric:
@@ -81,10 +131,15 @@ class Rubric:
         funcs: Sequence[Callable[..., Any]] = (),
         weights: Sequence[float] | None = None,
         parser: Parser | None = None,
+        time_limit_s: float | None = REWARD_TIME_LIMIT_S,
     ):
         if weights is not None and len(weights) != len(funcs):
             raise ValueError(f"got {len(funcs)} reward functions but {len(weights)} weights")
+        if time_limit_s is not None and not time_limit_s > 0:
+            raise ValueError(f"time_limit_s must be None or > 0, got {time_limit_s}")
         self.parser = parser or Parser()
+        self.time_limit_s = time_limit_s
+        """longest call of one reward function; None = no limit (and plain functions run inline)"""
         self.funcs: list[RewardFunc] = []
         for i, func in enumerate(funcs):
             self.add(func, 1.0 if weights is None else weights[i])
@@ -129,8 +184,9 @@ class Rubric:
                     )
                 ]
             for score, value in zip(scores, values, strict=True):
-                if value is None:
+                if isinstance(value, RewardError):
                     score.errors[rf.name] = score.errors.get(rf.name, 0) + 1
+                    score.error = score.error or f"{rf.name}: {value.message}"
                     value = 0.0
                 score.metrics[f"reward/{rf.name}"] = value
                 score.reward += rf.weight * value
@@ -138,32 +194,39 @@ class Rubric:
 
     async def _rollout_value(
         self, rf: RewardFunc, prompt, completion, answer, state, info
-    ) -> float | None:
+    ) -> float | RewardError:
         available = dict(
             prompt=prompt, completion=completion, answer=answer, state=state, info=info,
             parser=self.parser,
         )  # fmt: skip
         try:
-            return _as_reward(await _call(rf.func, {k: available[k] for k in rf.wants}), rf.name)
+            value = await _call(rf.func, {k: available[k] for k in rf.wants}, self.time_limit_s)
+            return _as_reward(value, rf.name)
         except Exception as exc:  # a broken reward function must not take the batch down
-            log.warning("reward function %s raised %s: %s", rf.name, type(exc).__name__, exc)
-            return None
+            return self._failed(rf, exc)
 
     async def _group_values(
         self, rf: RewardFunc, prompts, completions, answers, states, infos
-    ) -> list[float | None]:
+    ) -> list[float | RewardError]:
         available = dict(
             prompts=prompts, completions=completions, answers=answers, states=states,
             infos=infos, parser=self.parser,
         )  # fmt: skip
         try:
-            values = await _call(rf.func, {k: available[k] for k in rf.wants})
+            values = await _call(rf.func, {k: available[k] for k in rf.wants}, self.time_limit_s)
             if len(values) != len(prompts):
                 raise ValueError(f"returned {len(values)} values for {len(prompts)} rollouts")
             return [_as_reward(v, rf.name) for v in values]
         except Exception as exc:
-            log.warning("group reward function %s raised %s: %s", rf.name, type(exc).__name__, exc)
-            return [None] * len(prompts)
+            return [self._failed(rf, exc)] * len(prompts)
+
+    def _failed(self, rf: RewardFunc, exc: Exception) -> RewardError:
+        if isinstance(exc, TimeoutError) and not str(exc):  # asyncio's, at the time limit
+            message = f"no value within {self.time_limit_s} s (the rubric's time limit)"
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+        log.warning("reward function %s failed: %s", rf.name, message)
+        return RewardError(message)
 
 
 def _as_reward(value: Any, name: str) -> float:

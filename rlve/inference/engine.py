@@ -3,7 +3,8 @@
 Every engine (vLLM, an OpenAI-compatible endpoint, a scripted policy) answers one request at a
 time, asynchronously, so the runner can keep many episodes in flight. Engines that work on token
 ids take `prompt_ids` and return the sampled ids with their log-probs; text-only engines read
-`messages` and leave the token fields empty.
+`messages` and leave the token fields empty. A request that fails or times out ends only its
+episode (stop reason `engine_error`); an `EngineFatalError` stops the run.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ class Generation:
     """the version of the weights that sampled it (see rlve.sync.shared_memory)"""
     tool_calls: list[dict[str, Any]] | None = None
     """structured tool calls, for engines that return them apart from the text"""
+
+
+class EngineFatalError(RuntimeError):
+    """The engine can serve no more requests (it never started, or its process died): the run
+    stops, where any other error of a request ends only that episode."""
 
 
 @runtime_checkable

@@ -76,10 +76,7 @@ class RemoteVLLMEngine:
         try:
             response = await self._client.post(url, json=body)
         except httpx.HTTPError as exc:
-            raise ServerError(
-                f"server {replica} ({url}) did not answer: {exc!r}; the run stops "
-                "here, and resume=true continues from the last checkpoint"
-            ) from exc
+            raise ServerError(f"server {replica} ({url}) did not answer: {exc!r}") from exc
         if response.status_code != 200:
             raise ServerError(f"server {replica} ({url}) answered {response.status_code}: "
                               f"{response.text[:500]}")  # fmt: skip

@@ -26,7 +26,7 @@ import uuid
 from typing import Any
 
 from rlve.config import InferenceConfig
-from rlve.inference.engine import Generation, GenerationRequest
+from rlve.inference.engine import EngineFatalError, Generation, GenerationRequest
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
 from rlve.sync.push import connect_broadcaster, push_weights, wait_for
@@ -37,11 +37,11 @@ log = logging.getLogger(__name__)
 WORKER_EXTENSION = "rlve.inference.vllm_worker.WeightSyncExtension"
 
 
-class EngineStartError(RuntimeError):
+class EngineStartError(EngineFatalError):
     """vLLM could not start; the message says what to change."""
 
 
-class EngineDiedError(RuntimeError):
+class EngineDiedError(EngineFatalError):
     """vLLM's engine process died while it was serving; the run cannot go on with it."""
 
 
@@ -162,7 +162,7 @@ class VLLMEngine:
             future.cancel()
             raise TimeoutError(
                 f"vLLM engine: no answer within {self.settings.request_timeout_s:.0f} s "
-                "(request_timeout_s); the engine may have died"
+                "(inference.request_timeout_s); this episode ends as engine_error"
             ) from exc
 
     async def _generate(self, request: GenerationRequest) -> Generation:

@@ -4,7 +4,9 @@
 curriculum (also the ones dropped later), applies overlong shaping, and with dynamic sampling keeps
 only groups whose rewards differ, sampling again until the batch is full or the refills run out.
 `submit()` does the same in a background thread, so generation can overlap training
-(`async_level` 1).
+(`async_level` 1). Faults (rlve.rollout.faults) are counted for the step's metrics and fed to a
+`FaultWindow` that stops the run past `rollout.max_fault_rate`; the window is not checkpointed (a
+resumed run starts with an empty one).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 from rlve.algorithms import filter_groups, overlong_penalty
 from rlve.config import RolloutConfig
 from rlve.inference.engine import Engine
+from rlve.reliability.kill_points import kill_point
 from rlve.rollout.episode import EpisodeSettings
+from rlve.rollout.faults import FaultWindow, fault_metrics
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling, play_groups
-from rlve.types import RolloutGroup
+from rlve.types import Fault, RolloutGroup
 
 
 @dataclass
@@ -40,6 +44,8 @@ class StepBatch:
     curriculum: dict[str, float] = field(default_factory=dict)
     """the controller's metrics right after this batch, taken in the thread that moves the
     windows (reading them from another thread while a batch is collected is a race)"""
+    faults: dict[str, float] = field(default_factory=dict)
+    """the step's `faults/*` metrics: faulty episodes and failed generations by kind, and rate"""
 
     @property
     def effective_prompt_ratio(self) -> float:
@@ -64,7 +70,10 @@ class BatchCollector:
         self.sampler = sampler
         self.config = config
         self.settings = settings
+        self.fault_window = FaultWindow(config.max_fault_rate, config.fault_window)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollouts")
+        self.next_step = 1
+        """the step the next collected batch is for (a resumed run sets it)"""
 
     def submit(self) -> concurrent.futures.Future[StepBatch]:
         """Start collecting the next batch in the background."""
@@ -72,9 +81,11 @@ class BatchCollector:
 
     def collect(self) -> StepBatch:
         started = time.perf_counter()
+        step, self.next_step = self.next_step, self.next_step + 1
         need = self.config.groups_per_step
         kept: list[RolloutGroup] = []
         played: list[RolloutGroup] = []
+        faults: list[Fault | None] = []
         rounds = 0
         dynamic = self.config.dynamic_sampling
         max_rounds = 1 + (self.config.max_refills if dynamic else 0)
@@ -82,7 +93,13 @@ class BatchCollector:
             missing = need - len(kept)
             ask = math.ceil(missing * self.config.oversample) if dynamic else missing
             groups = self._play(ask)
+            kill_point("rollout", step)
             rounds += 1
+            found: list[Fault | None] = [*self.sampler.take_generator_faults()]
+            found += [t.fault for g in groups for t in g.trajectories]
+            faults += found
+            self.fault_window.add(found)
+            self.fault_window.check()
             self.sampler.observe(groups)
             self._shape_overlong(groups)
             played += groups
@@ -94,10 +111,11 @@ class BatchCollector:
             generate_s=time.perf_counter() - started,
             sampler_state=self.sampler.state_dict(),
             curriculum=self.sampler.controller.metrics() if self.sampler.controller else {},
+            faults=fault_metrics(faults),
         )
 
     def _play(self, count: int) -> list[RolloutGroup]:
-        jobs = self.sampler.draw(count)
+        jobs = self.sampler.draw(count, self.config.generate_time_limit_s)
         return asyncio.run(
             play_groups(
                 self.engine,

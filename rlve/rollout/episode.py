@@ -4,8 +4,10 @@ The loop, per turn: check the stop conditions; sample the model's turn (from tok
 engine has a tokenizer); let the environment answer. The environment's reply is tokenized only
 when another model turn follows, so the trajectory ends on the last sampled token. Whatever the
 model writes, the episode ends normally; an error inside the environment ends it with stop
-reason `env_error` and is counted, a chat template that cannot tokenize a reply on its own with
-`chat_template` (counted too), a time-out with `timeout`.
+reason `env_error`, a failed or timed-out engine request with `engine_error`, the episode's time
+limit (setup included) with `timeout`: each leaves its message in the state under that name, and
+is counted as a fault (rlve.rollout.faults). A chat template that cannot tokenize a reply on its
+own ends it with `chat_template` (counted under errors). An `EngineFatalError` stops the batch.
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ import logging
 from dataclasses import dataclass, field
 
 from rlve.envs.base import Environment, State
-from rlve.inference.engine import Engine, Generation, GenerationRequest, SamplingConfig
+from rlve.inference.engine import (
+    Engine,
+    EngineFatalError,
+    Generation,
+    GenerationRequest,
+    SamplingConfig,
+)
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
 from rlve.types import Example, Message, SideSequence, Trajectory
 
@@ -52,7 +60,8 @@ class EpisodeSettings:
     max_seq_len: int | None = None
     """longest token sequence of an episode; a turn that would not fit ends it ('context_length')"""
     time_limit_s: float | None = None
-    """wall-clock limit per episode; past it the episode ends as 'timeout' and the batch goes on"""
+    """wall-clock limit per episode, setup included; past it the episode ends as 'timeout' and
+    the batch goes on"""
 
 
 async def play_episode(
@@ -70,22 +79,22 @@ async def play_episode(
     keep = record.side_sequences if getattr(env, "train_side_calls", False) else None
     state["generate"] = side_call(engine, sampling, keep)
     try:
-        try:
-            await env.setup_state(state)
-        except Exception as exc:  # a resource that cannot be made fails this episode only
-            raise EnvironmentFailure(f"setup_state: {type(exc).__name__}: {exc}") from exc
+        played = _setup_and_turns(env, engine, record, sampling, settings, seed)
         if settings.time_limit_s is None:
-            reason = await _turns(env, engine, record, sampling, settings, seed)
+            reason = await played
         else:
-            reason = await asyncio.wait_for(
-                _turns(env, engine, record, sampling, settings, seed), settings.time_limit_s
-            )
+            reason = await asyncio.wait_for(played, settings.time_limit_s)
     except TimeoutError:
+        state["timeout"] = f"no end within the episode time limit ({settings.time_limit_s} s)"
         reason = "timeout"
     except EnvironmentFailure as failure:
         log.warning("environment %s failed in an episode: %s", env.name, failure)
         state["env_error"] = str(failure)
         reason = "env_error"
+    except EngineFailure as failure:
+        log.warning("an engine request of an episode of %s failed: %s", env.name, failure)
+        state["engine_error"] = str(failure)
+        reason = "engine_error"
     except ChatTemplateError as failure:
         log.warning("episode of %s ended: %s", env.name, failure)
         state["chat_template_error"] = str(failure)
@@ -121,7 +130,24 @@ def side_call(engine: Engine, sampling: SamplingConfig, keep: list[SideSequence]
 
 
 class EnvironmentFailure(Exception):
-    """The environment's own code raised while answering a turn."""
+    """The environment's own code raised while setting up or answering a turn."""
+
+
+class EngineFailure(Exception):
+    """One engine request raised or timed out (not an EngineFatalError): this episode ends."""
+
+
+async def _setup_and_turns(
+    env, engine, record: EpisodeRecord, sampling: SamplingConfig, settings: EpisodeSettings,
+    seed: int,
+) -> str:  # fmt: skip
+    try:
+        await env.setup_state(record.state)
+    except EngineFatalError:
+        raise
+    except Exception as exc:  # a resource that cannot be made fails this episode only
+        raise EnvironmentFailure(f"setup_state: {type(exc).__name__}: {exc}") from exc
+    return await _turns(env, engine, record, sampling, settings, seed)
 
 
 async def _turns(
@@ -153,7 +179,12 @@ async def _turns(
             prompt_ids=list(record.token_ids) if chat is not None else None,
             tools=env.tool_schemas,
         )
-        generation = await engine.generate(request)
+        try:
+            generation = await engine.generate(request)
+        except EngineFatalError:
+            raise
+        except Exception as exc:  # a lost request, a server that did not answer in time
+            raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
         assistant: Message = {"role": "assistant", "content": generation.text}
         if generation.tool_calls:
             assistant["tool_calls"] = generation.tool_calls
@@ -167,9 +198,9 @@ async def _turns(
         state["turn"] += 1
         try:
             reply = await env.env_response(messages, state)
-        except (
-            Exception
-        ) as exc:  # the model's text must never crash a batch; env bugs end the episode
+        except EngineFatalError:  # from a side call (`state["generate"]`)
+            raise
+        except Exception as exc:  # the model's text must never crash a batch; env bugs end it
             raise EnvironmentFailure(f"{type(exc).__name__}: {exc}") from exc
         messages.extend(reply)
         record.pending_reply = list(reply)

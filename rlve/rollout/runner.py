@@ -1,8 +1,9 @@
 """Rollout groups: several episodes of one example, played concurrently and scored together.
 
 `play_groups` keeps at most `max_concurrent` episodes in flight across all groups, scores each
-finished group with the environment's rubric (group reward functions see the whole group), and
-returns the groups in the order of the examples, whatever order they finished in.
+finished group with the environment's rubric (group reward functions see the whole group), marks
+each faulty episode with its `Fault`, and returns the groups in the order of the examples,
+whatever order they finished in.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tqdm.auto import tqdm
 from rlve.envs.base import Environment
 from rlve.inference.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings, play_episode
+from rlve.rollout.faults import episode_fault
 from rlve.types import Example, RolloutGroup
 
 
@@ -74,6 +76,7 @@ async def play_group(
         if "chat_template_error" in state:
             trajectory.errors["chat_template"] = 1
         trajectory.metrics = {**score.metrics, **env.episode_metrics(state)}
+        trajectory.fault = episode_fault(state, score)
     return RolloutGroup(
         example_id=job.example.example_id,
         env_name=env.name,

@@ -1,7 +1,8 @@
 """Summary metrics of rollout groups, in rlve's one namespace (`reward/mean`, `game/win`...).
 
 Per-rollout metrics are averaged over all rollouts; error counts are summed; stop reasons become
-shares (`stop/<reason>`). The training loop adds the per-environment `env/<name>/...` metrics.
+shares (`stop/<reason>`). The training loop adds the per-environment `env/<name>/...` metrics
+and the collector's `faults/...` (rlve.rollout.faults).
 """
 
 from __future__ import annotations

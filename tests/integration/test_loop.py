@@ -87,6 +87,7 @@ def test_metrics_use_the_design_names_and_dynamic_sampling_drops_flat_groups(tmp
     assert row["batch/groups_dropped"] == 9.0  # 3 groups, then 2 refills of 3
     assert row["batch/rounds"] == 3.0 and row["batch/groups"] == 0.0
     assert row["game/draw"] == 1.0 and row["train/skipped_steps"] == 1.0
+    assert row["faults/rate"] == 0.0 and row["faults/env_error"] == 0.0  # 36 clean games
     names = {"reward/mean", "reward/std", "game/win", "game/draw", "game/loss", "game/invalid",
              "game/format", "perf/step_s", "perf/rollout_s", "perf/train_s", "perf/sync_s",
              "completion/len_mean", "completion/truncated_frac",

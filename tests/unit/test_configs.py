@@ -101,3 +101,16 @@ def test_the_tictactoe_recipes_take_the_ratio_against_the_sampler(experiment):
 def test_nucleus_sampling_in_training_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="rollout.top_p must be 1.0, got 0.9: vLLM's log-probs"):
         load_run_config(["rollout.top_p=0.9"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("rollout.max_fault_rate=1.5", r"rollout.max_fault_rate must be in \[0, 1\], got 1.5"),
+        ("rollout.fault_window=0", "rollout.fault_window must be >= 1, got 0"),
+        ("rollout.generate_time_limit_s=0", "rollout.generate_time_limit_s must be None or > 0"),
+    ],
+)
+def test_fault_settings_out_of_range_are_refused_naming_the_field(override, message):
+    with pytest.raises(ValueError, match=message):
+        load_run_config([override])

@@ -135,9 +135,12 @@ def test_a_server_that_dies_ends_its_episode_not_the_batch():
     (crashed,) = play(env, crash)
     assert crashed.stop_reason == "mcp_server_failed"
     assert crashed.metrics["mcp/failed"] == 1.0
+    assert crashed.fault.kind == "env_error"  # counted under faults/env_error
+    assert crashed.fault.message.startswith("MCP server 'hostile' failed during crash")
     assert tool_texts(crashed)[0].startswith("Error: MCP server 'hostile' failed during crash")
     healthy = play(env, policy, group_size=3)
     assert [t.stop_reason for t in healthy] == ["no_tool_call"] * 3
+    assert [t.fault for t in healthy] == [None] * 3
     assert child_processes() == []
 
 

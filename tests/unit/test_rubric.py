@@ -1,4 +1,5 @@
 import asyncio
+import time
 
 import pytest
 
@@ -60,6 +61,31 @@ def test_raising_function_scores_zero_and_is_counted():
     assert [s.reward for s in scores] == [1.0, 1.0, 1.0]
     assert all(s.errors == {"broken": 1, "nan": 1} for s in scores)
     assert scores[0].metrics["reward/broken"] == 0.0
+    assert scores[0].error == "broken: RuntimeError: boom"  # the first failure's message
+
+
+def test_a_function_that_hangs_scores_zero_after_the_time_limit():
+    def stuck():  # a plain function: cut off in its thread
+        time.sleep(30)
+        return 9.0
+
+    async def stalled():
+        await asyncio.sleep(3600)
+        return 9.0
+
+    def fine():
+        return 2.0
+
+    started = time.perf_counter()
+    (s,) = score(Rubric(time_limit_s=1.0).add(stuck).add(stalled).add(fine, 0.5))
+    assert time.perf_counter() - started < 10.0  # two limits of 1 s, not the 30 s sleep
+    assert s.reward == 1.0 and s.errors == {"stuck": 1, "stalled": 1}  # 0 + 0 + 0.5 * 2
+    assert s.error == "stuck: no value within 1.0 s (the rubric's time limit)"
+
+
+def test_the_time_limit_must_be_positive():
+    with pytest.raises(ValueError, match="time_limit_s must be None or > 0, got 0"):
+        Rubric(time_limit_s=0)
 
 
 def test_async_functions_and_state_info_arguments():

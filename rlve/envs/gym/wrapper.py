@@ -4,7 +4,8 @@
 difficulties[i % len]) for evaluation, and `make_example(seed, difficulty)` for training, where
 the curriculum picks the difficulty. Scoring runs the environment's verifier in a `VerifierPool`
 (worker processes with a time and memory limit): a verifier that hangs, crashes or raises gives
-the format-failure reward and counts under `verify/timeouts`, `verify/crashes`, `verify/errors`.
+the format-failure reward, counts under `verify/timeouts`, `verify/crashes`, `verify/errors`, and
+makes its episode a `verifier_error` fault (`state["verifier_error"]`).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
         self._generate_pool = generate_pool
         self.generation_stats = GenerationStats()
         parser = XMLParser(["answer"])
-        rubric = Rubric(parser=parser)
+        rubric = Rubric(parser=parser, time_limit_s=None)  # the pool bounds each verification
         rubric.add_group(self.verified_reward, 1.0)
         rubric.add(accuracy, 0.0).add(format_score, 0.0)
         examples = [
@@ -230,6 +231,8 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
         )
         for state, (verdict, kind) in zip(states, outcomes, strict=True):
             state["verdict"], state["verify_failure"] = verdict, kind
+            if kind != "ok":
+                state["verifier_error"] = verdict.detail
         return [verdict.reward for verdict, _ in outcomes]
 
     def accuracy(self, trajectory: Trajectory) -> float:

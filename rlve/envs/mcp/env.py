@@ -8,8 +8,9 @@ Lifetimes (`MCPServerConfig.lifetime`): a shared server is connected once, when 
 is built, and serves every rollout; a per-rollout server is started (stdio) or given a fresh
 session (HTTP) when an episode starts and closed when it ends, so its tools may keep state. A
 server that fails to start, dies or does not answer in time ends that episode with stop reason
-`mcp_server_failed` and the reason in `state["mcp_failure"]`; the other episodes go on. A shared
-server that died stays dead for the rest of the run (every later episode fails, and says so).
+`mcp_server_failed` and the reason in `state["mcp_failure"]` and `state["env_error"]` (so it is
+counted as an `env_error` fault); the other episodes go on. A shared server that died stays dead
+for the rest of the run (every later episode fails, and says so).
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class MCPEnv(MultiTurnEnv):
 
     def _fail(self, state: State, failure: Exception) -> None:
         log.warning("episode of %s ended: %s", self.name, failure)
-        state["mcp_failure"] = str(failure)
+        state["mcp_failure"] = state["env_error"] = str(failure)
         self.end_episode(state, "mcp_server_failed")
 
     async def cleanup_state(self, state: State) -> None:
