@@ -40,7 +40,7 @@ from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.summary import summarize, weight_lag, within_lag
-from rlve.training.checkpoint import latest_checkpoint, latest_intact_checkpoint
+from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.trainer import Trainer
 
@@ -220,7 +220,7 @@ def _drive(config, crew, latest, run_dir, on_step, on_start) -> None:
         crew.export(str(run_dir / "model"))
         crew.dismiss()
     except Exception:
-        last = latest_checkpoint(str(checkpoints))
+        last = intact_checkpoint_for_errors(str(checkpoints))
         log.error(
             "the run stopped in step %d; last checkpoint: %s",
             trainer.step + 1,

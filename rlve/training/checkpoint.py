@@ -117,6 +117,15 @@ def latest_intact_checkpoint(root: str) -> str | None:
     return None
 
 
+def intact_checkpoint_for_errors(root: str) -> str | None:
+    """`latest_intact_checkpoint` for error messages: None instead of raising, so the error that
+    is being reported is not masked."""
+    try:
+        return latest_intact_checkpoint(root)
+    except CheckpointDamaged:
+        return None
+
+
 class CheckpointDamaged(RuntimeError):
     """No checkpoint under a directory passes its checksums."""
 
@@ -238,7 +247,7 @@ def save_checkpoint(
     except BaseException as exc:  # DCP's CheckpointException is a BaseException
         if not _disk_full(exc):
             raise
-        previous = latest_checkpoint(root)
+        previous = intact_checkpoint_for_errors(root)
         kept = f"the previous checkpoint {previous} is intact" if previous else "none was before"
         raise DiskFullError(
             errno.ENOSPC,

@@ -5,7 +5,7 @@ Each killed run is `python -m rlve.train` with `RLVE_KILL_AT=<point>@<step>` (rl
 run resumes from its newest intact checkpoint (step 2: checkpoints every 2 steps), and its
 metrics.jsonl must then hold every step once, equal to the uninterrupted run's (the steps up to 2
 from the killed run, the others from the resumed one; times excepted). The scripted engine covers
-these points; the weight push (vLLM only) has its kill point but no test yet.
+these points; a kill during a weight push (vLLM only) is tested in test_loop_vllm.py.
 """
 
 from __future__ import annotations

@@ -2,11 +2,17 @@
 
 import json
 import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from rlve.loop import train
+from rlve.reliability.processes import run_processes
 from rlve.train import load_run_config
 
 pytestmark = pytest.mark.vllm
@@ -85,37 +91,68 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(
     assert all(r["reward/std"] > 0 for r in rows)  # the warm model gives a learning signal
 
 
+def killed_run(run_dir, overrides: list[str], kill_at: str):
+    """Runs `python -m rlve.train` until it kills itself at `kill_at`, watching the run's processes
+    meanwhile. Returns its pid, every process of the run seen while it ran, and how long those
+    took to end after the kill (None: some were still there after 60 s)."""
+    env = {**os.environ, "RLVE_KILL_AT": kill_at}
+    command = [sys.executable, "-m", "rlve.train", *overrides, f"output_dir={run_dir}"]
+    log = run_dir.parent / f"{run_dir.name}.log"
+    seen = {}
+    with log.open("w") as out:
+        run = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        while run.poll() is None:
+            seen.update((p.pid, p) for p in run_processes(run_dir=run_dir))
+            time.sleep(0.5)
+    assert run.returncode == -9, f"the run did not reach {kill_at}:\n{log.read_text()[-3000:]}"
+    killed = time.monotonic()
+    while run_processes(run_dir=run_dir):
+        if time.monotonic() - killed > 60:
+            return run.pid, list(seen.values()), None
+        time.sleep(0.1)
+    return run.pid, list(seen.values()), time.monotonic() - killed
+
+
 @pytest.mark.parametrize("async_level", [0, 1])
-def test_resume_gives_the_same_step_4_metrics(tmp_path, warm_model, async_level):
-    # async 1: the checkpoint holds the batch already generated for step 3 (by step 1's weights)
+def test_a_run_killed_during_a_weight_push_leaves_nothing_behind_and_resumes_exactly(
+    tmp_path, warm_model, async_level
+):
+    """SIGKILL of the main process while step 3's weights go into vLLM: the watchdog ends vLLM's
+    engine core and workers and removes the weight file; the resume from step 2's checkpoint logs
+    steps 3 and 4 as the uninterrupted run did (async 1: the checkpoint holds the batch already
+    generated for step 3 by step 1's weights)."""
     small = [o for o in SMALL if not o.startswith("rollout.async_level")]
     common = [*small, f"rollout.async_level={async_level}", f"trainer.model={warm_model}"]
-    common.append("save_every=2")
-    whole = train(load_run_config([*common, "trainer.max_steps=4", f"output_dir={tmp_path / 'a'}"]))
-    part = [*common, f"output_dir={tmp_path / 'b'}"]
-    train(load_run_config([*part, "trainer.max_steps=2"]))
-    resumed = train(load_run_config([*part, "trainer.max_steps=4", "resume=true"]))
+    common += ["save_every=2", "trainer.max_steps=4"]
+    whole = train(load_run_config([*common, f"output_dir={tmp_path / 'whole'}"]))
+    run_dir = tmp_path / "killed"
+    pid, seen, ended_after_s = killed_run(run_dir, common, "weight_push@3")
+    commands = " ".join(p.command for p in seen)
+    assert "VLLM::EngineCore" in commands and "VLLM::Worker" in commands, commands
+    assert ended_after_s is not None, run_processes(run_dir=run_dir)
+    print(f"{len(seen)} processes of the killed run ended {ended_after_s:.1f} s after the kill")
+    assert not list(Path("/dev/shm").glob(f"rlve-weights-{pid}-*"))
+    train(load_run_config([*common, f"output_dir={run_dir}", "resume=true"]))
 
     def rows(run_dir):
-        return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-    def step4(run_dir):
-        return {
-            k: v for k, v in rows(run_dir)[-1].items() if k != "time" and not k.startswith("perf/")
-        }
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [
+            {k: v for k, v in json.loads(line).items() if k != "time" and not k.startswith("perf/")}
+            for line in lines
+        ]
 
     # every rollout of a step was sampled by the weights of one version: the trainer's (async 0),
     # or the one before it from step 2 on (async 1)
     lags = [(r["sampling/weight_lag_min"], r["sampling/weight_lag_max"]) for r in rows(whole)]
-    expected = [(0, 0)] * 4 if async_level == 0 else [(0, 0)] + [(1, 1)] * 3
-    assert lags == expected
-    a, b = step4(whole), step4(resumed)
-    assert a["step"] == b["step"] == 4
-    assert a.keys() == b.keys()
-    mismatched = {
-        k: (a[k], b[k]) for k in a if not math.isclose(a[k], b[k], rel_tol=1e-4, abs_tol=1e-6)
-    }
-    assert not mismatched
+    assert lags == ([(0, 0)] * 4 if async_level == 0 else [(0, 0)] + [(1, 1)] * 3)
+    expected, resumed = rows(whole), rows(run_dir)
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]
+    for a, b in zip(expected, resumed, strict=True):
+        assert a.keys() == b.keys()
+        mismatched = {
+            k: (a[k], b[k]) for k in a if not math.isclose(a[k], b[k], rel_tol=1e-4, abs_tol=1e-6)
+        }
+        assert not mismatched, (a["step"], mismatched)
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
