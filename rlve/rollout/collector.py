@@ -46,6 +46,9 @@ class StepBatch:
     windows (reading them from another thread while a batch is collected is a race)"""
     faults: dict[str, float] = field(default_factory=dict)
     """the step's `faults/*` metrics: faulty episodes and failed generations by kind, and rate"""
+    prompt_tokens: tuple[int, int] | None = None
+    """prompt tokens of this batch's requests, and how many of them the engine's prefix cache
+    held; None for engines that do not count them"""
 
     @property
     def effective_prompt_ratio(self) -> float:
@@ -87,6 +90,8 @@ class BatchCollector:
         played: list[RolloutGroup] = []
         faults: list[Fault | None] = []
         rounds = 0
+        counts = getattr(self.engine, "prompt_tokens", None)
+        before = (counts.total, counts.cached) if counts is not None else None
         dynamic = self.config.dynamic_sampling
         max_rounds = 1 + (self.config.max_refills if dynamic else 0)
         while len(kept) < need and rounds < max_rounds:
@@ -112,6 +117,7 @@ class BatchCollector:
             sampler_state=self.sampler.state_dict(),
             curriculum=self.sampler.controller.metrics() if self.sampler.controller else {},
             faults=fault_metrics(faults),
+            prompt_tokens=(counts.total - before[0], counts.cached - before[1]) if before else None,
         )
 
     def _play(self, count: int) -> list[RolloutGroup]:

@@ -70,6 +70,8 @@ class Trainer:
         np.random.seed(config.seed)
         torch.manual_seed(config.seed)  # LoRA init and dropout draw from it
         self.device = torch.device(config.device)
+        if self.device.type == "cpu" and config.cpu_threads is not None:
+            torch.set_num_threads(config.cpu_threads)
         self.tokenizer = load_tokenizer(config.model)
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)

@@ -7,6 +7,7 @@ import random
 import rlve
 from rlve.config import RolloutConfig
 from rlve.curriculum import DifficultyController
+from rlve.inference.engine import PromptTokenCounts
 from rlve.inference.scripted import ScriptedEngine
 from rlve.loop import step_metrics
 from rlve.rollout.collector import BatchCollector
@@ -52,3 +53,25 @@ def test_step_metrics_report_the_curriculum_as_it_was_when_the_batch_was_made():
     metrics = step_metrics(batch, c.sampler, waited_s=0.0)
     assert "curriculum/rlve/sorting/high" in metrics
     assert not any(key.startswith("curriculum/rlve/other") for key in metrics)
+
+
+class CountingEngine(ScriptedEngine):
+    """Counts prompt tokens as the vLLM engine does: 8 per request, 2 of them from the cache."""
+
+    def __init__(self, policy):
+        super().__init__(policy)
+        self.prompt_tokens = PromptTokenCounts()
+
+    async def generate(self, request):
+        self.prompt_tokens.add(8, 2)
+        return await super().generate(request)
+
+
+def test_each_batch_reports_the_share_of_its_prompt_tokens_the_prefix_cache_held():
+    c = collector(groups_per_step=3)
+    c.engine = CountingEngine(guesser)
+    first, second = c.collect(), c.collect()
+    c.close()
+    # 3 groups x 2 single-turn episodes a batch, counted per batch (not since the start)
+    assert first.prompt_tokens == second.prompt_tokens == (8 * 6, 2 * 6)
+    assert step_metrics(second, c.sampler, waited_s=0.0)["perf/prompt_tokens_cached_frac"] == 0.25
