@@ -133,9 +133,9 @@ def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> 
     metrics["perf/rollout_s"] = waited_s
     metrics["perf/generate_s"] = batch.generate_s
     metrics["perf/rollout_tokens_per_s"] = batch.sampled_tokens / max(batch.generate_s, 1e-9)
-    if batch.prompt_tokens is not None and batch.prompt_tokens[0] > 0:
-        total, cached = batch.prompt_tokens  # perf/: a resumed run starts with an empty cache
-        metrics["perf/prompt_tokens_cached_frac"] = cached / total
+    prompts = batch.prompt_tokens
+    if prompts is not None and prompts.total > 0:  # perf/: a resumed run starts with a cold cache
+        metrics["perf/prompt_tokens_cached_frac"] = prompts.cached / prompts.total
     metrics.update(batch.curriculum)
     metrics.update(batch.faults)
     return metrics

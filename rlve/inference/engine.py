@@ -82,6 +82,10 @@ class PromptTokenCounts:
         self.total += total
         self.cached += cached
 
+    def since(self, earlier: PromptTokenCounts) -> PromptTokenCounts:
+        """The counts of the requests made after `earlier` was taken (a copy of this one)."""
+        return PromptTokenCounts(self.total - earlier.total, self.cached - earlier.cached)
+
 
 class EngineFatalError(RuntimeError):
     """The engine can serve no more requests (it never started, or its process died): the run

@@ -15,12 +15,12 @@ import asyncio
 import concurrent.futures
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlve.algorithms import filter_groups, overlong_penalty
 from rlve.config import RolloutConfig
-from rlve.inference.engine import Engine
+from rlve.inference.engine import Engine, PromptTokenCounts
 from rlve.reliability.kill_points import kill_point
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.faults import FaultWindow, fault_metrics
@@ -46,7 +46,7 @@ class StepBatch:
     windows (reading them from another thread while a batch is collected is a race)"""
     faults: dict[str, float] = field(default_factory=dict)
     """the step's `faults/*` metrics: faulty episodes and failed generations by kind, and rate"""
-    prompt_tokens: tuple[int, int] | None = None
+    prompt_tokens: PromptTokenCounts | None = None
     """prompt tokens of this batch's requests, and how many of them the engine's prefix cache
     held; None for engines that do not count them"""
 
@@ -91,7 +91,7 @@ class BatchCollector:
         faults: list[Fault | None] = []
         rounds = 0
         counts = getattr(self.engine, "prompt_tokens", None)
-        before = (counts.total, counts.cached) if counts is not None else None
+        before = replace(counts) if counts is not None else None
         dynamic = self.config.dynamic_sampling
         max_rounds = 1 + (self.config.max_refills if dynamic else 0)
         while len(kept) < need and rounds < max_rounds:
@@ -117,7 +117,7 @@ class BatchCollector:
             sampler_state=self.sampler.state_dict(),
             curriculum=self.sampler.controller.metrics() if self.sampler.controller else {},
             faults=fault_metrics(faults),
-            prompt_tokens=(counts.total - before[0], counts.cached - before[1]) if before else None,
+            prompt_tokens=counts.since(before) if counts is not None else None,
         )
 
     def _play(self, count: int) -> list[RolloutGroup]:

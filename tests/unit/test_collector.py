@@ -73,5 +73,5 @@ def test_each_batch_reports_the_share_of_its_prompt_tokens_the_prefix_cache_held
     first, second = c.collect(), c.collect()
     c.close()
     # 3 groups x 2 single-turn episodes a batch, counted per batch (not since the start)
-    assert first.prompt_tokens == second.prompt_tokens == (8 * 6, 2 * 6)
+    assert first.prompt_tokens == second.prompt_tokens == PromptTokenCounts(8 * 6, 2 * 6)
     assert step_metrics(second, c.sampler, waited_s=0.0)["perf/prompt_tokens_cached_frac"] == 0.25
