@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+from test_chaos import metrics  # metrics.jsonl rows without times
 
 from rlve.loop import train
 from rlve.reliability.processes import run_processes
@@ -150,18 +151,11 @@ def test_a_run_killed_during_a_weight_push_leaves_nothing_behind_and_resumes_exa
     assert not list(Path("/dev/shm").glob(f"rlve-weights-{pid}-*"))
     train(load_run_config([*common, f"output_dir={run_dir}", "resume=true"]))
 
-    def rows(run_dir):
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-        return [
-            {k: v for k, v in json.loads(line).items() if k != "time" and not k.startswith("perf/")}
-            for line in lines
-        ]
-
     # every rollout of a step was sampled by the weights of one version: the trainer's (async 0),
     # or the one before it from step 2 on (async 1)
-    lags = [(r["sampling/weight_lag_min"], r["sampling/weight_lag_max"]) for r in rows(whole)]
+    lags = [(r["sampling/weight_lag_min"], r["sampling/weight_lag_max"]) for r in metrics(whole)]
     assert lags == ([(0, 0)] * 4 if async_level == 0 else [(0, 0)] + [(1, 1)] * 3)
-    expected, resumed = rows(whole), rows(run_dir)
+    expected, resumed = metrics(whole), metrics(run_dir)
     assert [r["step"] for r in resumed] == [1, 2, 3, 4]
     for a, b in zip(expected, resumed, strict=True):
         assert a.keys() == b.keys()
