@@ -28,6 +28,16 @@ def gone(pid: int, within_s: float = 30.0) -> bool:
     return False
 
 
+def visible(pid: int, run_dir, within_s: float = 30.0) -> bool:
+    """Whether `pid` shows the marks of `run_dir` in /proc within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if pid in [p.pid for p in run_processes(run_dir=run_dir)]:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def test_a_second_run_on_the_same_directory_is_refused_naming_the_first(tmp_path):
     with run_guard(tmp_path):
         with pytest.raises(RunDirInUse, match=f"in use by another live run \\(pid {os.getpid()}"):
@@ -51,6 +61,9 @@ def test_processes_started_inside_are_marked_and_the_marks_do_not_leak(tmp_path)
 def test_leftovers_of_an_earlier_run_are_ended_and_named(tmp_path, caplog):
     marks = {RUN_DIR_VAR: str(tmp_path.resolve()), RUN_ID_VAR: "earlier"}
     leftover = subprocess.Popen(["sleep", "600"], env={**os.environ, **marks})
+    # Popen returns once exec has begun; /proc/<pid>/environ shows the new environment a
+    # moment later (a window CI hit under load), and the guard only sees what /proc shows.
+    assert visible(leftover.pid, tmp_path)
     with caplog.at_level(logging.WARNING), run_guard(tmp_path):
         assert leftover.poll() == -signal.SIGTERM
     assert f"pid {leftover.pid} (sleep 600)" in caplog.text
@@ -70,8 +83,12 @@ def test_the_watchdog_ends_the_run_s_processes_when_the_main_process_is_killed(t
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     first = int(main.stdout.readline())
-    time.sleep(0.5)  # the shell starts its background sleep
+    assert visible(first, tmp_path)
     started = [p.pid for p in run_processes(run_dir=tmp_path)]
+    deadline = time.monotonic() + 30
+    while len(started) < 3 and time.monotonic() < deadline:  # the shell starts its second sleep
+        time.sleep(0.05)
+        started = [p.pid for p in run_processes(run_dir=tmp_path)]
     assert first in started and len(started) == 3  # sh and its two sleeps
     main.kill()
     main.wait()
