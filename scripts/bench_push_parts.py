@@ -42,7 +42,6 @@ def timed_push(trainer: Trainer, engine: VLLMEngine, version: int) -> dict[str, 
     times["write"] = time.perf_counter() - (mark := mark + times["merge"])
     loading = engine._everywhere("rlve_load_weights_file", str(path), version)
     wait_for(loading, 600, "a push")
-    engine._files.done(path)
     times["load"] = time.perf_counter() - (mark := mark + times["write"])
     resets = _gather(*(llm.reset_prefix_cache() for llm in engine._replicas))
     engine._call(resets, 600, "resetting the prefix caches")

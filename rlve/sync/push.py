@@ -44,10 +44,7 @@ def push_weights(
     if files is not None:
         path = files.write(named_tensors, version)
         kill_point("weight_push", version)
-        try:
-            wait_for(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
-        finally:
-            files.done(path)
+        wait_for(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
         return
     specs, tensors = broadcaster.plan(named_tensors)
     loading = everywhere("rlve_receive_weights", [spec.to_wire() for spec in specs], version)

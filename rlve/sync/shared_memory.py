@@ -1,24 +1,43 @@
-"""Moving new weights from the trainer into the inference engine.
+"""Moving new weights from the trainer into the inference engine through shared memory.
 
-The shared-memory transport writes the weights as one safetensors file under /dev/shm (RAM, not
-disk) and the vLLM worker reloads them in place from there; it works for CPU and GPU engines on
-one machine. Every tensor the engine serves must be sent: with tied embeddings that includes
+The weights travel as one safetensors file under /dev/shm (RAM, not disk) that the vLLM worker
+reloads in place from; it works for CPU and GPU engines on one machine. The file stays for the
+whole run: the first push lays it out (the header, then each tensor's bytes at a fixed offset)
+and maps it, and every later push copies the tensors straight into that mapping: one copy and no
+new pages (SmolLM2-135M's 621 MB: 0.03 s, against 0.23 s for writing a new file). No lock is
+needed: the worker reads the file only when a push tells it to, after the copy, and the next
+push starts only after every worker has loaded it. The price is one copy of the served weights
+held in RAM for the run.
+
+Every tensor the engine serves must be sent: with tied embeddings that includes
 `lm_head.weight`, or the output head stays stale: vLLM keeps a copy of its own.
 """
 
 from __future__ import annotations
 
+import json
+import mmap
 import os
 import shutil
+import struct
 import tempfile
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 NamedTensors = Iterable[tuple[str, torch.Tensor]]
+
+SAFETENSORS_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL",
+}  # fmt: skip
+"""torch dtype -> safetensors dtype name"""
+
+Layout = tuple[tuple[str, torch.dtype, tuple[int, ...]], ...]
+"""(name, dtype, shape) of every tensor of a push, in order"""
 
 
 def _default_directory() -> Path:
@@ -28,36 +47,95 @@ def _default_directory() -> Path:
 
 
 class SharedMemoryTransport:
-    """Writes versioned safetensors files the inference worker loads; keeps only the latest."""
+    """Writes each push into one mapped safetensors file that the inference workers load."""
 
     def __init__(self, directory: str | Path | None = None):
         self.directory = Path(directory) if directory else _default_directory()
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._file: _MappedWeights | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.directory / "weights.safetensors"
 
     def write(self, named_tensors: NamedTensors, version: int) -> Path:
-        """Write the tensors for `version` atomically and return the file's path."""
-        tensors: dict[str, torch.Tensor] = {}
-        seen_storage: set[int] = set()
-        for name, tensor in named_tensors:
-            tensor = tensor.detach().to("cpu").contiguous()
-            pointer = tensor.untyped_storage().data_ptr()
-            if pointer in seen_storage:  # tied weights share storage; safetensors wants copies
-                tensor = tensor.clone()
-            seen_storage.add(tensor.untyped_storage().data_ptr())
-            if name in tensors:
-                raise ValueError(f"weight {name!r} was given twice")
-            tensors[name] = tensor
-        if not tensors:
-            raise ValueError("no weights to push")
-        path = self.directory / f"weights-v{version}.safetensors"
-        tmp = path.with_suffix(".tmp")
-        save_file(tensors, str(tmp), metadata={"version": str(version)})
-        tmp.replace(path)
-        return path
-
-    def done(self, path: Path) -> None:
-        """The engine has loaded `path`: free the RAM it holds."""
-        path.unlink(missing_ok=True)
+        """Copy the tensors of `version` into the file and return its path."""
+        tensors = list(named_tensors)
+        layout = layout_of(tensors)
+        if self._file is None or self._file.layout != layout:
+            self._release()
+            self._file = _MappedWeights(self.path, layout)
+        self._file.fill([tensor for _, tensor in tensors], version)
+        return self.path
 
     def close(self) -> None:
+        self._release()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _release(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def layout_of(tensors: list[tuple[str, torch.Tensor]]) -> Layout:
+    """The layout of a push; a name given twice, an empty push or an unknown dtype is an error."""
+    if not tensors:
+        raise ValueError("no weights to push")
+    names = set()
+    for name, tensor in tensors:
+        if name in names:
+            raise ValueError(f"weight {name!r} was given twice")
+        if tensor.dtype not in SAFETENSORS_DTYPES:
+            raise ValueError(f"weight {name!r} has dtype {tensor.dtype}, which safetensors lacks")
+        names.add(name)
+    return tuple((name, t.dtype, tuple(t.shape)) for name, t in tensors)
+
+
+class _MappedWeights:
+    """A safetensors file of a fixed layout, mapped, with a tensor view onto each entry."""
+
+    def __init__(self, path: Path, layout: Layout):
+        self.layout = layout
+        self._entries, offset = {}, 0
+        for name, dtype, shape in layout:
+            size = torch.Size(shape).numel() * dtype.itemsize
+            self._entries[name] = {"dtype": SAFETENSORS_DTYPES[dtype], "shape": list(shape),
+                                   "data_offsets": [offset, offset + size]}  # fmt: skip
+            offset += size
+        self._header_size = len(self._header(0))
+        data_start = 8 + self._header_size
+        with open(path, "wb") as out:
+            out.write(struct.pack("<Q", self._header_size))
+            out.truncate(data_start + offset)
+        with open(path, "r+b") as handle:
+            self._map = mmap.mmap(handle.fileno(), 0)
+        self._views = [
+            _view(self._map, data_start + entry["data_offsets"][0], dtype, shape)
+            for (_, dtype, shape), entry in zip(layout, self._entries.values(), strict=True)
+        ]
+
+    def _header(self, version: int) -> bytes:
+        """The JSON header, padded to 8 bytes; its length never depends on `version`."""
+        header = {"__metadata__": {"version": f"{version:020d}"}, **self._entries}
+        text = json.dumps(header, separators=(",", ":")).encode()
+        return text + b" " * (-len(text) % 8)
+
+    def fill(self, tensors: list[torch.Tensor], version: int) -> None:
+        for view, tensor in zip(self._views, tensors, strict=True):
+            view.copy_(tensor.detach())
+        self._map[8 : 8 + self._header_size] = self._header(version)
+
+    def close(self) -> None:
+        self._views = []
+        try:
+            self._map.close()
+        except BufferError:  # a view still referenced elsewhere: the mapping goes with it
+            pass
+
+
+def _view(buffer: mmap.mmap, offset: int, dtype: torch.dtype, shape: tuple[int, ...]):
+    count = torch.Size(shape).numel()
+    if count == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset).view(shape)

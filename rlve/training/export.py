@@ -30,18 +30,19 @@ def _lora_layers(causal_lm: nn.Module) -> dict[str, nn.Module]:
     }
 
 
-def _lora_delta(layer: nn.Module) -> Tensor:
-    """The sum over the layer's active adapters of B A * alpha / r (transposed for fan-in-fan-out
-    layers): what merging would add to its weight."""
-    delta = None
+def _merged(weight: Tensor, layer: nn.Module) -> Tensor:
+    """`weight` plus B A * alpha / r of each of the layer's active adapters (transposed for
+    fan-in-fan-out layers): what merging would make of it, in one new tensor (addmm)."""
+    merged = weight
     for adapter in layer.active_adapters:
         if adapter not in layer.lora_A:
             continue
         a, b = full(layer.lora_A[adapter].weight), full(layer.lora_B[adapter].weight)
-        part = (b @ a) * layer.scaling[adapter]
-        part = part.T if getattr(layer, "fan_in_fan_out", False) else part
-        delta = part if delta is None else delta + part
-    return delta
+        if getattr(layer, "fan_in_fan_out", False):
+            a, b = b.T, a.T  # (B A)^T = A^T B^T
+        merged = torch.addmm(merged, b.to(weight.dtype), a.to(weight.dtype),
+                             alpha=layer.scaling[adapter])  # fmt: skip
+    return merged
 
 
 @torch.no_grad()
@@ -63,8 +64,7 @@ def merged_named_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
         names.add(name)
         tensor = full(tensor)
         layer = lora_layers.get(name)
-        delta = _lora_delta(layer) if layer is not None else None
-        yield name, tensor if delta is None else tensor + delta.to(tensor.dtype)
+        yield name, tensor if layer is None else _merged(tensor, layer)
     head = causal_lm.get_output_embeddings()
     if "lm_head.weight" not in names and head is not None:
         yield "lm_head.weight", full(head.weight.detach())

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 from rlve.config import InferenceConfig
@@ -30,26 +31,40 @@ def tied_weights() -> list[tuple[str, torch.Tensor]]:
 # ---- shared memory ---------------------------------------------------------------------------
 
 
-def test_shared_memory_file_holds_every_tensor_with_its_version(tmp_path):
+def test_shared_memory_file_holds_every_tensor_with_its_version_push_after_push(tmp_path):
     transport = SharedMemoryTransport(tmp_path / "w")
     path = transport.write(tied_weights(), version=3)
     loaded = load_file(path)
     assert sorted(loaded) == ["lm_head.weight", "model.embed_tokens.weight", "model.norm.weight"]
     assert torch.equal(loaded["lm_head.weight"], torch.arange(12.0).reshape(4, 3))
     assert loaded["model.norm.weight"].dtype == torch.bfloat16
-    assert path.name == "weights-v3.safetensors"
-    transport.done(path)
-    assert not path.exists()
+    assert int(safe_open(path, "pt").metadata()["version"]) == 3
+    # the next push rewrites the same file in place
+    again = transport.write([(name, 2 * t) for name, t in tied_weights()], version=4)
+    assert again == path
+    assert torch.equal(load_file(path)["lm_head.weight"], 2 * torch.arange(12.0).reshape(4, 3))
+    assert int(safe_open(path, "pt").metadata()["version"]) == 4
     transport.close()
     assert not (tmp_path / "w").exists()
 
 
-def test_shared_memory_rejects_a_repeated_name_and_an_empty_push(tmp_path):
+def test_shared_memory_lays_the_file_out_again_when_a_shape_changes(tmp_path):
+    transport = SharedMemoryTransport(tmp_path)
+    transport.write([("a", torch.zeros(2)), ("b", torch.ones(3))], version=1)
+    path = transport.write([("a", torch.full((4,), 7.0)), ("b", torch.ones(3))], version=2)
+    loaded = load_file(path)
+    assert loaded["a"].tolist() == [7.0] * 4 and loaded["b"].tolist() == [1.0] * 3
+    transport.close()
+
+
+def test_shared_memory_rejects_a_repeated_name_an_empty_push_and_an_unknown_dtype(tmp_path):
     transport = SharedMemoryTransport(tmp_path)
     with pytest.raises(ValueError, match="'a' was given twice"):
         transport.write([("a", torch.zeros(1)), ("a", torch.ones(1))], version=1)
     with pytest.raises(ValueError, match="no weights to push"):
         transport.write([], version=1)
+    with pytest.raises(ValueError, match="'c' has dtype torch.complex64"):
+        transport.write([("c", torch.zeros(1, dtype=torch.complex64))], version=1)
 
 
 # ---- broadcast -------------------------------------------------------------------------------
