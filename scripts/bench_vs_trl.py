@@ -8,7 +8,10 @@ TRL runs in its own environment (~/.cache/rlve/trl-venv), made by this script if
 pins do not touch rlve's.
 
     python scripts/bench_vs_trl.py [--model tiny] [--prompts 8] [--group 8] [--max-tokens 32]
-        [--steps 4]
+        [--steps 4] [--skip-trl]
+
+It also prints rlve's step split (generation, training, the weight push) and the push's share of
+the step; `--model qwen3-0.6b` is that model's shape with random weights in bf16 (rlve only).
 """
 
 from __future__ import annotations
@@ -52,13 +55,16 @@ def trl_steps(model: str, work: dict) -> dict:
         return json.loads(out_file.read_text())
 
 
-def rlve_steps(model: str, groups: int, group: int, max_tokens: int, steps: int) -> dict:
+def rlve_steps(
+    model: str, groups: int, group: int, max_tokens: int, steps: int, dtype: str = "float32"
+) -> dict:
     from rlve.loop import train
     from rlve.train import load_run_config
 
     with tempfile.TemporaryDirectory() as tmp:
         config = load_run_config([
-            "+experiment=rlve_gym_dapo", f"trainer.model={model}", f"trainer.max_steps={steps}",
+            "+experiment=rlve_gym_dapo", f"trainer.dtype={dtype}", f"inference.dtype={dtype}",
+            f"trainer.model={model}", f"trainer.max_steps={steps}",
             f"trainer.lr={LR}", "trainer.lora.enabled=false", "trainer.tis_cap=null",
             "env.names=[rlve/sorting]", "+env.default_args.difficulties=[0]",
             "env.curriculum.enabled=false", f"rollout.groups_per_step={groups}",
@@ -72,7 +78,13 @@ def rlve_steps(model: str, groups: int, group: int, max_tokens: int, steps: int)
     return {
         "step_s": [r["perf/step_s"] for r in rows],
         "mean_length": [r["completion/len_mean"] for r in rows],
+        **{part: [r[f"perf/{part}"] for r in rows] for part in ("generate_s", "train_s", "sync_s")},
     }
+
+
+def later_mean(values: list[float]) -> float:
+    """The mean without the first step (it pays one-off costs)."""
+    return sum(values[1:]) / max(len(values) - 1, 1)
 
 
 def main() -> None:
@@ -82,24 +94,32 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8, help="completions per prompt")
     parser.add_argument("--max-tokens", type=int, default=32, help="completion length limit")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--skip-trl", action="store_true", help="rlve's step and its parts only")
     args = parser.parse_args()
-    from rlve.models import resolve_model_path
+    from bench_push_parts import model_path
 
-    model = resolve_model_path(args.model)
-    work = {"prompts": prompts(args.prompts * args.steps), "group_size": args.group,
-            "max_tokens": args.max_tokens, "steps": args.steps, "lr": LR}  # fmt: skip
-    theirs = trl_steps(model, work)
-    ours = rlve_steps(model, args.prompts, args.group, args.max_tokens, args.steps)
-    trl_mean = sum(theirs["step_s"][1:]) / max(len(theirs["step_s"]) - 1, 1)
-    rlve_mean = sum(ours["step_s"][1:]) / max(len(ours["step_s"]) - 1, 1)
+    with tempfile.TemporaryDirectory() as workdir:
+        model, dtype = model_path(args.model, workdir)  # qwen3-0.6b: its shape, bf16
+        ours = rlve_steps(model, args.prompts, args.group, args.max_tokens, args.steps, dtype)
+        if not args.skip_trl:
+            work = {"prompts": prompts(args.prompts * args.steps), "group_size": args.group,
+                    "max_tokens": args.max_tokens, "steps": args.steps, "lr": LR}  # fmt: skip
+            theirs = trl_steps(model, work)
     print(
-        f"\n{args.model}: {args.prompts} prompts x {args.group} completions of at most "
+        f"\n{args.model} ({dtype}): {args.prompts} prompts x {args.group} completions of at most "
         f"{args.max_tokens} tokens, DAPO, full fine-tuning; mean of steps 2..{args.steps}"
     )
-    print(f"  TRL {theirs['trl']} GRPOTrainer  {trl_mean:7.2f} s/step  steps {theirs['step_s']}")
-    print(f"    completion tokens, mean per step: {theirs['mean_length']}")
+    rlve_mean = later_mean(ours["step_s"])
     print(f"  rlve                   {rlve_mean:7.2f} s/step  steps {ours['step_s']}")
     print(f"    completion tokens, mean per step: {ours['mean_length']}")
+    parts = {part: later_mean(ours[part]) for part in ("generate_s", "train_s", "sync_s")}
+    print("    " + ", ".join(f"{part} {value:.3f}" for part, value in parts.items())
+          + f"; the push is {100 * parts['sync_s'] / rlve_mean:.1f}% of the step")  # fmt: skip
+    if args.skip_trl:
+        return
+    trl_mean = later_mean(theirs["step_s"])
+    print(f"  TRL {theirs['trl']} GRPOTrainer  {trl_mean:7.2f} s/step  steps {theirs['step_s']}")
+    print(f"    completion tokens, mean per step: {theirs['mean_length']}")
     print(f"  rlve / TRL             {rlve_mean / trl_mean:.2f}x")
 
 
