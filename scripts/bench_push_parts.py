@@ -18,9 +18,9 @@ import time
 import torch
 
 from rlve.config import InferenceConfig, LoraConfig, TrainerConfig
-from rlve.inference.vllm_engine import VLLMEngine, _gather
+from rlve.inference.vllm_engine import VLLMEngine
 from rlve.models import resolve_model_path
-from rlve.sync.push import wait_for
+from rlve.sync.push import gather, wait_for
 from rlve.training.trainer import Trainer
 
 
@@ -43,7 +43,7 @@ def timed_push(trainer: Trainer, engine: VLLMEngine, version: int) -> dict[str, 
     loading = engine._everywhere("rlve_load_weights_file", str(path), version)
     wait_for(loading, 600, "a push")
     times["load"] = time.perf_counter() - (mark := mark + times["write"])
-    resets = _gather(*(llm.reset_prefix_cache() for llm in engine._replicas))
+    resets = gather(*(llm.reset_prefix_cache() for llm in engine._replicas))
     engine._call(resets, 600, "resetting the prefix caches")
     times["reset"] = time.perf_counter() - (mark + times["load"])
     times["total"] = time.perf_counter() - started

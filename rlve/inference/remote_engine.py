@@ -20,7 +20,7 @@ import httpx
 from rlve.config import InferenceConfig
 from rlve.inference.engine import Generation, GenerationRequest
 from rlve.sync.broadcast import WeightBroadcaster
-from rlve.sync.push import connect_broadcaster, push_weights
+from rlve.sync.push import connect_broadcaster, gather, push_weights
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
 
@@ -165,7 +165,7 @@ class RemoteVLLMEngine:
         push_weights(named_tensors, version, self._everywhere, timeout,
                      files=self._files, broadcaster=self._broadcaster)  # fmt: skip
         resets = [self._post(i, "/reset_prefix_cache", {}) for i in range(len(self.urls))]
-        self._call(_gather(*resets))
+        self._call(gather(*resets))
         self.weight_version = version
         return time.perf_counter() - start
 
@@ -192,7 +192,3 @@ class RemoteVLLMEngine:
 async def _new_client(timeout_s: float) -> httpx.AsyncClient:
     """Made on the engine's loop, where it is used."""
     return httpx.AsyncClient(timeout=timeout_s, limits=httpx.Limits(max_connections=1024))
-
-
-async def _gather(*coroutines) -> list:
-    return await asyncio.gather(*coroutines)

@@ -34,7 +34,7 @@ from rlve.inference.engine import (
 )
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
-from rlve.sync.push import connect_broadcaster, push_weights, wait_for
+from rlve.sync.push import connect_broadcaster, gather, push_weights, wait_for
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ class VLLMEngine:
         timeout = self.settings.request_timeout_s
         push_weights(named_tensors, version, self._everywhere, timeout,
                      files=self._files, broadcaster=self._broadcaster)  # fmt: skip
-        resets = _gather(*(llm.reset_prefix_cache() for llm in self._replicas))
+        resets = gather(*(llm.reset_prefix_cache() for llm in self._replicas))
         self._call(resets, timeout, "resetting the prefix caches")
         self.weight_version = version
         return time.perf_counter() - start
@@ -254,7 +254,7 @@ class VLLMEngine:
 
     def _everywhere(self, method: str, *args) -> concurrent.futures.Future:
         calls = [self._rpc(i, method, *args) for i in range(len(self._replicas))]
-        return self._submit(_gather(*calls))
+        return self._submit(gather(*calls))
 
     def _submit(self, coroutine) -> concurrent.futures.Future:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
@@ -289,11 +289,6 @@ def replica_gpus(
         return [None] * replicas
     return [list(gpus[i * tensor_parallel_size : (i + 1) * tensor_parallel_size])
             for i in range(replicas)]  # fmt: skip
-
-
-async def _gather(*coroutines) -> list:
-    """asyncio.gather on the engine's loop (gather itself needs a running loop)."""
-    return await asyncio.gather(*coroutines)
 
 
 async def _cancel_pending_tasks() -> None:

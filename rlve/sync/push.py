@@ -9,6 +9,7 @@ streams the tensors while the workers load them as they arrive.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
@@ -30,6 +31,12 @@ def wait_for(future: concurrent.futures.Future, timeout: float, what: str):
     except concurrent.futures.TimeoutError as exc:
         future.cancel()
         raise TimeoutError(f"inference engine: {what} took longer than {timeout:.0f} s") from exc
+
+
+async def gather(*coroutines) -> list:
+    """asyncio.gather for an engine's own loop (gather itself needs a running loop): the calls
+    to every replica of a push, or their prefix-cache resets."""
+    return await asyncio.gather(*coroutines)
 
 
 def push_weights(
