@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import torch
+from test_loop_vllm import trainer_logprobs
 
 from rlve.config import InferenceConfig, TrainerConfig
 from rlve.inference.engine import GenerationRequest, SamplingConfig
@@ -54,13 +55,6 @@ def server():
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-
-
-def trainer_logprobs(trainer, ids: list[int]) -> list[float]:
-    with torch.no_grad():
-        logits = trainer.model(torch.tensor([ids])).logits[0, :-1].double()
-    logp = torch.log_softmax(logits, dim=-1)
-    return logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
 
 
 def test_a_trainer_pushes_into_a_separate_server_and_it_serves_those_weights(server):
