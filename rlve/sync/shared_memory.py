@@ -107,8 +107,8 @@ class _MappedWeights:
         data_start = 8 + self._header_size
         with open(path, "wb") as out:
             out.write(struct.pack("<Q", self._header_size))
-            out.truncate(data_start + offset)
         with open(path, "r+b") as handle:
+            _reserve(handle.fileno(), data_start + offset, path)
             self._map = mmap.mmap(handle.fileno(), 0)
         self._views = [
             _view(self._map, data_start + entry["data_offsets"][0], dtype, shape)
@@ -132,6 +132,21 @@ class _MappedWeights:
             self._map.close()
         except BufferError:  # a view still referenced elsewhere: the mapping goes with it
             pass
+
+
+def _reserve(fd: int, size: int, path: Path) -> None:
+    """Allocates the whole file now: a mapping of a file the filesystem cannot back would kill
+    the process with SIGBUS at the first write past the free space, instead of raising here."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        free = shutil.disk_usage(path.parent).free
+        raise OSError(
+            exc.errno,
+            f"no room for the pushed weights ({size / 2**20:.0f} MiB) in {path.parent} "
+            f"({free / 2**20:.0f} MiB free): give the container more shared memory (docker "
+            "--shm-size) or set inference.weight_transport=gloo",
+        ) from exc
 
 
 def _view(buffer: mmap.mmap, offset: int, dtype: torch.dtype, shape: tuple[int, ...]):

@@ -1,6 +1,8 @@
 """The two ways new weights travel to vLLM, checked without vLLM: the shared-memory file and the
 broadcast group (gloo here: the same code that runs over NCCL on GPUs)."""
 
+import errno
+import os
 import queue
 import threading
 
@@ -65,6 +67,16 @@ def test_shared_memory_rejects_a_repeated_name_an_empty_push_and_an_unknown_dtyp
         transport.write([], version=1)
     with pytest.raises(ValueError, match="'c' has dtype torch.complex64"):
         transport.write([("c", torch.zeros(1, dtype=torch.complex64))], version=1)
+
+
+def test_shared_memory_without_room_raises_naming_the_size_and_the_fix(tmp_path, monkeypatch):
+    def full_disk(fd, offset, size):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full_disk)
+    transport = SharedMemoryTransport(tmp_path)
+    with pytest.raises(OSError, match=r"no room for the pushed weights \(4 MiB\).*--shm-size"):
+        transport.write([("a", torch.zeros(2**20))], version=1)
 
 
 # ---- broadcast -------------------------------------------------------------------------------
