@@ -242,8 +242,8 @@ class VLLMEngine:
         """Load new weights into every replica in place; returns the seconds it took."""
         start = time.perf_counter()
         timeout = self.settings.request_timeout_s
-        push_weights(named_tensors, version, self._everywhere, timeout,
-                     files=self._files, broadcaster=self._broadcaster)  # fmt: skip
+        push_weights(named_tensors, version, self._everywhere, timeout, files=self._files,
+                     broadcaster=self._broadcaster, engine_dtype=self.settings.dtype)  # fmt: skip
         resets = gather(*(llm.reset_prefix_cache() for llm in self._replicas))
         self._call(resets, timeout, "resetting the prefix caches")
         self.weight_version = version

@@ -14,9 +14,11 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 
+import torch
+
 from rlve.reliability.kill_points import kill_point
 from rlve.sync.broadcast import WeightBroadcaster
-from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
+from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport, wire_dtype
 
 Everywhere = Callable[..., concurrent.futures.Future]
 """everywhere(method, *args): start `method(*args)` in every worker of every replica"""
@@ -39,6 +41,11 @@ async def gather(*coroutines) -> list:
     return await asyncio.gather(*coroutines)
 
 
+ENGINE_DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
+                 "float16": torch.float16, "half": torch.float16}  # fmt: skip
+"""vLLM's dtype names -> the torch dtype it serves in ("auto" and others: not known here)"""
+
+
 def push_weights(
     named_tensors: NamedTensors,
     version: int,
@@ -46,13 +53,19 @@ def push_weights(
     timeout: float,
     files: SharedMemoryTransport | None = None,
     broadcaster: WeightBroadcaster | None = None,
+    engine_dtype: str | None = None,
 ) -> None:
-    """Load `named_tensors` as `version` into every worker, through `files` or `broadcaster`."""
+    """Load `named_tensors` as `version` into every worker, through `files` or `broadcaster`.
+    Floating-point tensors travel in `engine_dtype` (vLLM's name for it) when it is known: vLLM
+    would round them to it anyway, so a float32 trainer sends a bfloat16 engine half the bytes."""
+    dtype = ENGINE_DTYPES.get(engine_dtype or "")
     if files is not None:
-        path = files.write(named_tensors, version)
+        path = files.write(named_tensors, version, dtype)
         kill_point("weight_push", version)
         wait_for(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
         return
+    if dtype is not None:
+        named_tensors = ((name, t.to(wire_dtype(t, dtype))) for name, t in named_tensors)
     specs, tensors = broadcaster.plan(named_tensors)
     loading = everywhere("rlve_receive_weights", [spec.to_wire() for spec in specs], version)
     kill_point("weight_push", version)

@@ -58,10 +58,13 @@ class SharedMemoryTransport:
     def path(self) -> Path:
         return self.directory / "weights.safetensors"
 
-    def write(self, named_tensors: NamedTensors, version: int) -> Path:
-        """Copy the tensors of `version` into the file and return its path."""
+    def write(
+        self, named_tensors: NamedTensors, version: int, dtype: torch.dtype | None = None
+    ) -> Path:
+        """Copy the tensors of `version` into the file, floating-point ones as `dtype` (None:
+        as they are), and return its path."""
         tensors = list(named_tensors)
-        layout = layout_of(tensors)
+        layout = layout_of(tensors, dtype)
         if self._file is None or self._file.layout != layout:
             self._release()
             self._file = _MappedWeights(self.path, layout)
@@ -78,8 +81,18 @@ class SharedMemoryTransport:
             self._file = None
 
 
-def layout_of(tensors: list[tuple[str, torch.Tensor]]) -> Layout:
-    """The layout of a push; a name given twice, an empty push or an unknown dtype is an error."""
+def wire_dtype(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype:
+    """The dtype `tensor` travels as to an engine serving `dtype` (None: unknown): a narrower
+    one is the rounding the engine would do when loading it; a wider one is left to the engine
+    (widening is exact), so the wire never carries more bytes than the trainer holds."""
+    if dtype is None or not tensor.is_floating_point() or dtype.itemsize > tensor.dtype.itemsize:
+        return tensor.dtype
+    return dtype
+
+
+def layout_of(tensors: list[tuple[str, torch.Tensor]], dtype: torch.dtype | None = None) -> Layout:
+    """The layout of a push, floating-point tensors as `dtype`; a name given twice, an empty
+    push or an unknown dtype is an error."""
     if not tensors:
         raise ValueError("no weights to push")
     names = set()
@@ -89,7 +102,7 @@ def layout_of(tensors: list[tuple[str, torch.Tensor]]) -> Layout:
         if tensor.dtype not in SAFETENSORS_DTYPES:
             raise ValueError(f"weight {name!r} has dtype {tensor.dtype}, which safetensors lacks")
         names.add(name)
-    return tuple((name, t.dtype, tuple(t.shape)) for name, t in tensors)
+    return tuple((name, wire_dtype(t, dtype), tuple(t.shape)) for name, t in tensors)
 
 
 class _MappedWeights:
@@ -123,7 +136,7 @@ class _MappedWeights:
 
     def fill(self, tensors: list[torch.Tensor], version: int) -> None:
         for view, tensor in zip(self._views, tensors, strict=True):
-            view.copy_(tensor.detach())
+            view.copy_(tensor.detach())  # casts to the file's dtype on the way
         self._map[8 : 8 + self._header_size] = self._header(version)
 
     def close(self) -> None:

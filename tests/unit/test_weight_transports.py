@@ -1,6 +1,7 @@
 """The two ways new weights travel to vLLM, checked without vLLM: the shared-memory file and the
 broadcast group (gloo here: the same code that runs over NCCL on GPUs)."""
 
+import concurrent.futures
 import errno
 import os
 import queue
@@ -18,6 +19,7 @@ from rlve.sync.broadcast import (
     join_weight_group,
     receive_weights,
 )
+from rlve.sync.push import push_weights
 from rlve.sync.shared_memory import SharedMemoryTransport
 
 
@@ -79,6 +81,33 @@ def test_shared_memory_without_room_raises_naming_the_size_and_the_fix(tmp_path,
         transport.write([("a", torch.zeros(2**20))], version=1)
 
 
+def test_a_bfloat16_engine_gets_float32_weights_as_bfloat16_and_nothing_wider(tmp_path):
+    loaded = {}
+
+    def everywhere(method, path, version):  # what each vLLM worker does with the file
+        loaded.clear()
+        loaded.update(load_file(path))
+        return finished(version)
+
+    files = SharedMemoryTransport(tmp_path)
+    weights = [("w", torch.tensor([1.0 + 2**-10, -3.0])), ("steps", torch.tensor([7]))]
+    push_weights(weights, 1, everywhere, 30, files=files, engine_dtype="bfloat16")
+    assert loaded["w"].dtype == torch.bfloat16 and loaded["w"].tolist() == [1.0, -3.0]
+    assert loaded["steps"].dtype == torch.int64  # integers travel as they are
+    push_weights([("h", torch.ones(2, dtype=torch.bfloat16))], 2, everywhere, 30, files=files,
+                 engine_dtype="float32")  # fmt: skip
+    assert loaded["h"].dtype == torch.bfloat16  # widening is exact: left to the engine
+    push_weights([("x", torch.ones(2))], 3, everywhere, 30, files=files, engine_dtype="auto")
+    assert loaded["x"].dtype == torch.float32  # an engine dtype not known here: as it is
+    files.close()
+
+
+def finished(value) -> concurrent.futures.Future:
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_result(value)
+    return future
+
+
 # ---- broadcast -------------------------------------------------------------------------------
 
 
@@ -128,6 +157,26 @@ def test_broadcast_delivers_every_tensor_exactly_push_after_push():
         assert first[name].dtype == tensor.dtype
         assert torch.equal(second[name], tensor * 2)
     assert second["model.norm.weight"].tolist() == [1.0, -3.0, 4.0]
+
+
+def test_a_broadcast_to_a_bfloat16_engine_sends_float32_weights_as_bfloat16():
+    broadcaster = WeightBroadcaster("gloo", world_size=2, timeout_s=30)
+    worker = Worker(broadcaster.store_port)
+    broadcaster.connect()
+
+    loading: concurrent.futures.Future = concurrent.futures.Future()
+
+    def everywhere(method, specs, version):  # the RPC ends when the worker has every tensor
+        worker.specs.put([TensorSpec.from_wire(row) for row in specs])
+        threading.Thread(target=lambda: loading.set_result(worker.received.get())).start()
+        return loading
+
+    weights = [("w", torch.tensor([1.0 + 2**-10, -3.0])), ("steps", torch.tensor([7]))]
+    push_weights(weights, 1, everywhere, 30, broadcaster=broadcaster, engine_dtype="bfloat16")
+    received = loading.result(timeout=30)
+    broadcaster.close()
+    assert received["w"].dtype == torch.bfloat16 and received["w"].tolist() == [1.0, -3.0]
+    assert received["steps"].dtype == torch.int64
 
 
 def test_a_receiver_that_stopped_ends_the_push_at_once_not_at_the_time_out():
