@@ -73,20 +73,20 @@ def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[
     return envs, weights
 
 
-def build_engine(config: RunConfig, trainer: Trainer):
-    """The inference engine: vLLM serving the trainer's model (here, or on `rlve.serve` servers),
-    or a scripted policy (tests)."""
+def build_engine(config: RunConfig, tokenizer):
+    """The inference engine: vLLM serving `config.trainer.model` (here, or on `rlve.serve`
+    servers), or a scripted policy (tests)."""
     if config.rollout.engine == "scripted":
         policy = load_policy(config.rollout.scripted_policy, "rollout.scripted_policy")
-        return ScriptedEngine(policy, trainer.tokenizer)
+        return ScriptedEngine(policy, tokenizer)
     if config.inference.servers:
         from rlve.inference.remote_engine import RemoteVLLMEngine
 
-        return RemoteVLLMEngine(config.inference.servers, trainer.tokenizer, config.inference)
+        return RemoteVLLMEngine(config.inference.servers, tokenizer, config.inference)
     from rlve.inference.vllm_engine import VLLMEngine
     from rlve.models import resolve_model_path
 
-    return VLLMEngine(resolve_model_path(config.trainer.model), trainer.tokenizer, config.inference)
+    return VLLMEngine(resolve_model_path(config.trainer.model), tokenizer, config.inference)
 
 
 def build_sampler(config: RunConfig, envs: dict[str, Environment], weights) -> ProblemSampler:
@@ -154,12 +154,19 @@ StartCallback = Callable[[Trainer, Any], None]
 
 
 def train(
-    config: RunConfig, on_step: StepCallback | None = None, on_start: StartCallback | None = None
+    config: RunConfig,
+    on_step: StepCallback | None = None,
+    on_start: StartCallback | None = None,
+    engine=None,
 ) -> Path:
     """Run (or resume) a training run; returns its directory.
 
     The callbacks see the live trainer and engine, e.g. to evaluate the model before the first
-    step and after the last one on the engine the run already started.
+    step and after the last one on the engine the run already started. `engine`: one started
+    beforehand (e.g. on its own GPU while an SFT made `config.trainer.model`) on a model with the
+    same architecture and tokenizer; the run pushes its weights into it before anything else and
+    shuts it down at the end, as it does with an engine of its own (but its processes, started
+    outside the run, are not among those the run's watchdog ends if this process is killed).
     """
     config.validate()
     world, device = init_world(config.trainer.device)
@@ -171,14 +178,18 @@ def train(
             trainer.resume(latest)
         follow(trainer, world)
         return run_dir
-    with run_guard(run_dir):  # one run per directory; its processes end with it
-        latest = world.broadcast(_checkpoint_to_resume(config, run_dir))
-        trainer = Trainer(replace(config.trainer, device=device), world)
-        _drive(config, Crew(trainer, world), latest, run_dir, on_step, on_start)
+    try:
+        with run_guard(run_dir):  # one run per directory; its processes end with it
+            latest = world.broadcast(_checkpoint_to_resume(config, run_dir))
+            trainer = Trainer(replace(config.trainer, device=device), world)
+            _drive(config, Crew(trainer, world), latest, run_dir, on_step, on_start, engine)
+    finally:
+        if engine is not None and hasattr(engine, "shutdown"):  # a failure before _drive took it
+            engine.shutdown()
     return run_dir
 
 
-def _drive(config, crew, latest, run_dir, on_step, on_start) -> None:
+def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> None:
     """Rank 0's part: environments, engine, logger, the loop, the export."""
     trainer = crew.trainer
     if crew.world.sharded:  # torchrun stops every rank when one fails: shut the engine down first
@@ -194,7 +205,8 @@ def _drive(config, crew, latest, run_dir, on_step, on_start) -> None:
         next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
         sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
         log.info("resumed %s at step %d", latest, trainer.step)
-    engine = build_engine(config, trainer)
+    started_elsewhere = engine is not None
+    engine = engine if started_elsewhere else build_engine(config, trainer.tokenizer)
     logger = MetricsLogger(
         run_dir,
         config.logging,
@@ -215,7 +227,7 @@ def _drive(config, crew, latest, run_dir, on_step, on_start) -> None:
     collector.next_step = trainer.step + (2 if next_batch else 1)
     checkpoints = run_dir / CHECKPOINTS
     try:
-        if latest and hasattr(engine, "push_weights"):
+        if (latest or started_elsewhere) and hasattr(engine, "push_weights"):
             engine.push_weights(crew.weights_for_inference(), trainer.version)
         if on_start is not None:
             on_start(trainer, engine)

@@ -36,7 +36,7 @@ def main() -> None:
     build_environments(config)
     parts["environments"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    engine = build_engine(config, trainer)
+    engine = build_engine(config, trainer.tokenizer)
     parts["vLLM start"] = time.perf_counter() - mark
     mark = time.perf_counter()
     engine.push_weights(trainer.named_weights_for_inference(), 1)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -13,7 +14,8 @@ import pytest
 import torch
 from test_chaos import metrics  # metrics.jsonl rows without times
 
-from rlve.loop import train
+from rlve.loop import build_engine, train
+from rlve.models import load_tokenizer
 from rlve.reliability.processes import run_processes
 from rlve.train import load_run_config
 
@@ -31,6 +33,13 @@ SMALL = [
     "trainer.lr=1e-3",
     "inference.max_model_len=1024",
 ]
+
+
+PROBE = (
+    "<|im_start|>user\n 0 | 1 | 2\n---------\n 3 | 4 | 5\n---------\n 6 | 7 | 8"
+    "<|im_end|>\n<|im_start|>assistant\n<think>x</think>\n<move>4</move><|im_end|>"
+)
+"""a fixed sequence to compare served and trained log-probs on: a game's prompt and a move"""
 
 
 def trainer_logprobs(trainer, ids: list[int]) -> list[float]:
@@ -57,11 +66,8 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(
     def check(step, trainer, engine, metrics):
         nonlocal probe
         assert math.isfinite(metrics["train/loss"])
-        if probe is None:  # a fixed sequence: the chat prompt of a game and a few moves
-            probe = trainer.tokenizer.encode(
-                "<|im_start|>user\n 0 | 1 | 2\n---------\n 3 | 4 | 5\n---------\n 6 | 7 | 8"
-                "<|im_end|>\n<|im_start|>assistant\n<think>x</think>\n<move>4</move><|im_end|>"
-            )
+        if probe is None:
+            probe = trainer.tokenizer.encode(PROBE)
         mine = trainer_logprobs(trainer, probe)
         for replica in range(replicas):
             served = engine.prompt_logprobs(probe, replica)
@@ -91,6 +97,33 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["perf/sync_s"] > 0 and math.isfinite(r["train/loss"]) for r in rows)
     assert all(r["reward/std"] > 0 for r in rows)  # the warm model gives a learning signal
+
+
+def test_an_engine_started_on_the_base_model_serves_the_run_s_model_before_step_one(
+    tmp_path, warm_model
+):
+    """An engine started before the run (say, while an SFT made its model) on the base model
+    is handed to train(), which pushes the run's weights into it before anything else and shuts
+    it down at the end."""
+    config = load_run_config(
+        [*SMALL, f"trainer.model={warm_model}", "trainer.max_steps=1", f"output_dir={tmp_path}"]
+    )
+    on_base = replace(config, trainer=replace(config.trainer, model="tiny"))
+    engine = build_engine(on_base, load_tokenizer("tiny"))
+    probe = engine.tokenizer.encode(PROBE)
+    served_before = engine.prompt_logprobs(probe, 0)
+    gaps = []
+
+    def check(trainer, engine_seen):
+        assert engine_seen is engine
+        served = engine.prompt_logprobs(probe, 0)
+        for other in (trainer_logprobs(trainer, probe), served_before):
+            gaps.append(max(abs(a - b) for a, b in zip(served, other, strict=True)))
+
+    train(config, on_start=check, engine=engine)
+    assert gaps[0] < 1e-4, gaps  # the student's weights, not the base model's
+    assert gaps[1] > 0.1, gaps  # the SFT moved the model that far from the base
+    assert engine._replicas == []  # shut down with the run
 
 
 def killed_run(run_dir, overrides: list[str], kill_at: str):
