@@ -111,7 +111,8 @@ class _MappedWeights:
     def __init__(self, path: Path, layout: Layout):
         self.layout = layout
         self._entries, offset = {}, 0
-        for name, dtype, shape in layout:
+        # widest dtypes first, as safetensors does: every tensor starts aligned to its item size
+        for name, dtype, shape in sorted(layout, key=lambda entry: -entry[1].itemsize):
             size = torch.Size(shape).numel() * dtype.itemsize
             self._entries[name] = {"dtype": SAFETENSORS_DTYPES[dtype], "shape": list(shape),
                                    "data_offsets": [offset, offset + size]}  # fmt: skip
@@ -124,8 +125,8 @@ class _MappedWeights:
             _reserve(handle.fileno(), data_start + offset, path)
             self._map = mmap.mmap(handle.fileno(), 0)
         self._views = [
-            _view(self._map, data_start + entry["data_offsets"][0], dtype, shape)
-            for (_, dtype, shape), entry in zip(layout, self._entries.values(), strict=True)
+            _view(self._map, data_start + self._entries[name]["data_offsets"][0], dtype, shape)
+            for name, dtype, shape in layout
         ]
 
     def _header(self, version: int) -> bytes:

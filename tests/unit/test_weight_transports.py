@@ -3,6 +3,7 @@ broadcast group (gloo here: the same code that runs over NCCL on GPUs)."""
 
 import concurrent.futures
 import errno
+import json
 import os
 import queue
 import threading
@@ -50,6 +51,20 @@ def test_shared_memory_file_holds_every_tensor_with_its_version_push_after_push(
     assert int(safe_open(path, "pt").metadata()["version"]) == 4
     transport.close()
     assert not (tmp_path / "w").exists()
+
+
+def test_shared_memory_starts_every_tensor_aligned_to_its_item_size(tmp_path):
+    weights = [("odd", torch.arange(3, dtype=torch.bfloat16)), ("wide", torch.arange(5.0)),
+               ("flag", torch.tensor([True])), ("step", torch.tensor([7]))]  # fmt: skip
+    path = SharedMemoryTransport(tmp_path).write(weights, version=1)
+    raw = path.read_bytes()
+    header_size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + header_size])
+    assert (8 + header_size) % 8 == 0
+    for name, tensor in weights:
+        assert header[name]["data_offsets"][0] % tensor.element_size() == 0, name
+    loaded = load_file(path)
+    assert all(torch.equal(loaded[name], tensor) for name, tensor in weights)
 
 
 def test_shared_memory_lays_the_file_out_again_when_a_shape_changes(tmp_path):
