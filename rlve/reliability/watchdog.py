@@ -25,7 +25,9 @@ from rlve.reliability.processes import RUN_DIR_VAR, RUN_ID_VAR, end_processes, r
 POLL_S = 0.2
 """how often the watchdog looks at its parent"""
 SWEEPS = 5
-"""rounds of ending marked processes (one may start another while the first round runs)"""
+"""rounds of ending marked processes (one may start another while the first round runs); the
+watchdog stops after two empty rounds in a row, POLL_S apart: a process in the middle of exec
+shows its marks in /proc only a moment later"""
 
 
 def start_watchdog(run_id: str) -> subprocess.Popen:
@@ -39,11 +41,14 @@ def watch(owner: int, run_id: str) -> list[str]:
     """Waits for `owner` to die, then ends the run's processes; returns what it ended."""
     while os.getppid() == owner:
         time.sleep(POLL_S)
-    ended = []
+    ended, empty_rounds = [], 0
     for _ in range(SWEEPS):
         left = run_processes(run_id=run_id)
-        if not left:
+        empty_rounds = 0 if left else empty_rounds + 1
+        if empty_rounds == 2:
             break
+        if not left:
+            time.sleep(POLL_S)
         end_processes(left)
         ended += [str(p) for p in left]
     for base in (Path("/dev/shm"), Path(tempfile.gettempdir())):
