@@ -44,13 +44,15 @@ def watch(owner: int, run_id: str) -> list[str]:
     ended, empty_rounds = [], 0
     for _ in range(SWEEPS):
         left = run_processes(run_id=run_id)
-        empty_rounds = 0 if left else empty_rounds + 1
+        if left:
+            empty_rounds = 0
+            end_processes(left)
+            ended += [str(p) for p in left]
+            continue
+        empty_rounds += 1
         if empty_rounds == 2:
             break
-        if not left:
-            time.sleep(POLL_S)
-        end_processes(left)
-        ended += [str(p) for p in left]
+        time.sleep(POLL_S)
     for base in (Path("/dev/shm"), Path(tempfile.gettempdir())):
         for leftover in base.glob(f"rlve-weights-{owner}-*"):
             shutil.rmtree(leftover, ignore_errors=True)

@@ -134,9 +134,8 @@ class Trainer:
                 self.skipped_steps += 1
                 logger.info("step %d: no rollout group to train on; skipping the update", self.step)
             self.step += 1
-            elapsed = time.perf_counter() - started
             return {**metrics, "train/skipped_steps": float(self.skipped_steps),
-                    "perf/train_s": elapsed}  # fmt: skip
+                    "perf/train_s": time.perf_counter() - started}  # fmt: skip
 
         batches = [
             self._build_batch(part) for part in split_evenly(grouped.sequences, config.mini_batches)
