@@ -184,7 +184,9 @@ def train(
             trainer = Trainer(replace(config.trainer, device=device), world)
             _drive(config, Crew(trainer, world), latest, run_dir, on_step, on_start, engine)
     finally:
-        if engine is not None and hasattr(engine, "shutdown"):  # a failure before _drive took it
+        # a given engine ends with the run even if it failed before _drive took it (when _drive
+        # did, it is shut down already, and a second shutdown does nothing)
+        if engine is not None and hasattr(engine, "shutdown"):
             engine.shutdown()
     return run_dir
 
