@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from rlve.config.checks import require, require_choice
 
 DTYPES = ("float32", "bfloat16")
-MIXED_PRECISION = ("none", "bfloat16")
 OLD_LOGPROBS = ("sampler", "recompute")
 TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_tokens", "mini_batches",
                   "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
@@ -46,7 +45,11 @@ class TrainerConfig:
     model: str = "tiny"
     """model to train: "tiny" (built-in, no download), a local directory or a hub id"""
     dtype: str = "float32"
-    """dtype of the trained weights: "float32" or "bfloat16" (log-probs are always fp32)"""
+    """dtype the model computes in: "float32" or "bfloat16". Trained weights and their optimizer
+    state stay float32 either way (AdamW steps below half a bf16 step would round away): full
+    fine-tuning in bf16 keeps float32 weights and computes under bf16 autocast (under torchrun:
+    FSDP2 gathers them in bf16 and reduces gradients in fp32); LoRA keeps the frozen base in bf16
+    and the adapters in float32. Log-probs are always float32"""
     device: str = "cpu"
     """torch device of the trainer, e.g. "cpu" or "cuda:1\""""
     cpu_threads: int | None = None
@@ -54,9 +57,6 @@ class TrainerConfig:
     one per core, also those vLLM runs on (docs/benchmarks.md "Threads" measures the split)"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass: less memory, about a third more compute"""
-    mixed_precision: str = "none"
-    """under torchrun (FSDP2): "bfloat16" computes in bf16 with fp32 weights, optimizer state
-    and gradient reduction; "none" computes in `dtype`"""
     lora: LoraConfig = field(default_factory=LoraConfig)
     """LoRA settings; `lora.enabled=false` means full fine-tuning"""
 
@@ -75,8 +75,8 @@ class TrainerConfig:
     warmup_steps: int = 0
     """optimizer steps of linear warmup from lr / warmup_steps up to lr; >= 0"""
     max_steps: int = 1000
-    """optimizer steps of the run (the training loop stops there; the cosine schedule spans
-    them); >= 1"""
+    """train steps of the run (one rollout batch each; the loop stops there). A train step takes
+    num_iterations x mini_batches optimizer steps, and the cosine schedule spans all of them; >= 1"""
     min_lr_ratio: float = 0.0
     """the cosine schedule's final lr as a share of lr; in [0, 1]"""
     max_grad_norm: float = 1.0
@@ -130,7 +130,6 @@ class TrainerConfig:
         from rlve.algorithms import SCHEDULES
 
         require_choice("dtype", self.dtype, DTYPES)
-        require_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         require(self.cpu_threads is None or self.cpu_threads >= 1,
                 f"trainer.cpu_threads must be None or >= 1, got {self.cpu_threads}")  # fmt: skip
         self.lora.validate()

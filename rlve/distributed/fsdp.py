@@ -27,15 +27,15 @@ def decoder_layers(causal_lm: nn.Module) -> nn.ModuleList:
     )
 
 
-def shard_model(causal_lm: nn.Module, root: nn.Module, mixed_precision: str = "none") -> None:
+def shard_model(causal_lm: nn.Module, root: nn.Module, bf16_compute: bool = False) -> None:
     """Shard `causal_lm` in place over the default process group: each decoder layer a unit,
     the rest in the unit of `root`, the module the trainer calls (it holds `causal_lm`). LoRA
-    layers are included: shard after peft has injected them. "bfloat16" computes in bf16 and
-    reduces gradients in fp32, with fp32 parameters and optimizer state."""
+    layers are included: shard after peft has injected them. `bf16_compute` gathers parameters
+    in bf16 and reduces gradients in fp32; the sharded parameters keep their own dtype."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy()
-    if mixed_precision == "bfloat16":
+    if bf16_compute:
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in decoder_layers(causal_lm):
         fully_shard(layer, mp_policy=policy)

@@ -97,11 +97,20 @@ def init_world(device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[World
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     world = World(rank, size, _local_rank(), sharded=True)
     device = _rank_device(device, world)
-    backend = "nccl" if device.startswith("cuda") else "gloo"
-    if backend == "nccl":
+    if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
-    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(process_group_backend(device), timeout=timedelta(seconds=timeout_s))
     return world, device
+
+
+def process_group_backend(device: str) -> str:
+    """The backend of the ranks' process group for a trainer on `device`.
+
+    A GPU trainer needs two: NCCL for FSDP's CUDA tensors, and gloo for the CPU tensors of the
+    collectives above (counts, flags, pickled orders), which NCCL alone refuses ("No backend type
+    associated with device type cpu"). torch routes each tensor by its device.
+    """
+    return "cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo"
 
 
 def _local_rank() -> int:

@@ -109,6 +109,12 @@ def sequence_logprobs(
         chunk_tokens=chunk_tokens,
     )
     logp_full = torch.zeros(loss_mask.shape, dtype=torch.float32, device=input_ids.device)
+    if torch.is_grad_enabled() and not bool(loss_mask.any()):
+        # Nothing to train here (a sharded rank's idle micro-batch), yet its backward must reach
+        # every parameter: FSDP reduces a layer's gradients only when they were computed, and
+        # all ranks must take part in every reduction. Zero times the head on one position.
+        head = causal_lm.get_output_embeddings()
+        logp_full = logp_full + 0.0 * head(hidden[:, :1]).float().sum()
     entropy_full = torch.zeros_like(logp_full)
     # boolean-mask order is row-major on both sides, so values land on their own tokens
     logp_full = logp_full.masked_scatter(loss_mask, logp)
@@ -124,13 +130,17 @@ class TokenScorer(nn.Module):
     then the head in chunks), and reduces their gradients after the backward.
     """
 
-    def __init__(self, causal_lm: nn.Module) -> None:
+    def __init__(self, causal_lm: nn.Module, autocast_bf16: bool = False) -> None:
         super().__init__()
         self.causal_lm = causal_lm
+        self.autocast_bf16 = autocast_bf16
+        """run the model under bf16 autocast (float32 weights, bf16 matrix products)"""
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, *,
         temperature: float, chunk_tokens: int,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
-        return sequence_logprobs(self.causal_lm, input_ids, attention_mask, loss_mask,
-                                 temperature=temperature, chunk_tokens=chunk_tokens)  # fmt: skip
+        device = input_ids.device.type
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=self.autocast_bf16):
+            return sequence_logprobs(self.causal_lm, input_ids, attention_mask, loss_mask,
+                                     temperature=temperature, chunk_tokens=chunk_tokens)  # fmt: skip

@@ -30,8 +30,15 @@ class PolicyModels:
 
 def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
     """Load the model on `config.device`; LoRA, gradient checkpointing and FSDP2 sharding as
-    configured (sharded when `world` is)."""
-    base = load_causal_lm(config.model, dtype=config.dtype, device=config.device)
+    configured (sharded when `world` is).
+
+    Trained weights are float32 whatever `config.dtype` says: with full fine-tuning the whole
+    model is, and a bf16 run computes under autocast (FSDP2's mixed precision when sharded);
+    with LoRA the frozen base is stored in `config.dtype` and peft keeps the adapters float32.
+    """
+    bf16 = config.dtype == "bfloat16"
+    stored = config.dtype if config.lora.enabled else "float32"
+    base = load_causal_lm(config.model, dtype=stored, device=config.device)
     base.config.use_cache = False
     if config.gradient_checkpointing:
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -40,14 +47,17 @@ def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
         model, coverage = with_lora(base, config.lora)
         logger.info("%s", coverage)
     model.train()
-    scorer = TokenScorer(base)
+    autocast_bf16 = bf16 and stored == "float32" and not world.sharded
+    scorer = TokenScorer(base, autocast_bf16=autocast_bf16)
+    if autocast_bf16:
+        logger.info("full fine-tuning in bfloat16: float32 weights, bf16 autocast compute")
     reference_scorer = None
     if config.kl_beta > 0 and not config.lora.enabled:
         reference = load_causal_lm(config.model, config.dtype, config.device).eval()
         reference.requires_grad_(False)
         reference_scorer = TokenScorer(reference)
     if world.sharded:
-        shard_model(base, scorer, config.mixed_precision)
+        shard_model(base, scorer, bf16_compute=bf16)
         if reference_scorer is not None:
-            shard_model(reference_scorer.causal_lm, reference_scorer, config.mixed_precision)
+            shard_model(reference_scorer.causal_lm, reference_scorer, bf16_compute=bf16)
     return PolicyModels(model, base, scorer, reference_scorer)

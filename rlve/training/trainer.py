@@ -161,6 +161,8 @@ class Trainer:
             tis_masked=config.tis_cap is not None and config.tis_mode == "mask",
         ))  # fmt: skip
         metrics["train/num_tokens"] = float(sum(b.num_loss_tokens for b in batches))
+        idle = sum(not m.sequence_index for m in micros)  # sharded: a rank with less work waits
+        metrics["perf/idle_micro_batches"] = self.world.sum([float(idle)])[0]
         metrics["train/skipped_steps"] = float(self.skipped_steps)
         return with_perf(metrics, batches, started, config.num_iterations)
 

@@ -93,3 +93,21 @@ def test_sequence_logprobs_align_each_token_with_the_position_before_it():
     assert torch.allclose(logp, expected, atol=1e-6)
     assert entropy[~loss_mask].abs().sum() == 0
     assert bool((entropy[loss_mask] > 0).all())
+
+
+def test_a_batch_with_nothing_to_train_still_backpropagates_to_every_parameter():
+    """A sharded rank's idle micro-batch: all zeros, yet a backward that gives every parameter a
+    (zero) gradient, so FSDP's gradient reduction runs on that rank as on the others."""
+    model = BigramLM(torch.randn(6, 6, generator=torch.Generator().manual_seed(2)))
+    model.embed.weight.requires_grad_(True)
+    input_ids = torch.tensor([[3, 3]])
+    nothing = torch.zeros((1, 2), dtype=torch.bool)
+    logp, _ = sequence_logprobs(model, input_ids, torch.ones_like(input_ids), nothing)
+    assert logp.tolist() == [[0.0, 0.0]]
+    (logp * 2.0).sum().backward()
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None, name
+        assert parameter.grad.abs().sum() == 0, name
+    with torch.no_grad():  # old log-probs of an idle micro-batch: no graph wanted
+        logp, _ = sequence_logprobs(model, input_ids, torch.ones_like(input_ids), nothing)
+    assert logp.grad_fn is None

@@ -31,20 +31,27 @@ CASES = {
     "grpo_lora": dict(loss="grpo", lora=LoraConfig(enabled=True, rank=4, alpha=8.0)),
     "cispo_checkpointing": dict(loss="cispo", gradient_checkpointing=True),
 }
-MIXED_PRECISION_CASE = {"cispo_bf16": dict(loss="cispo", mixed_precision="bfloat16")}
+LR, ADAM_EPS = 0.1, 1.0
+"""AdamW with an epsilon above every gradient element (the norm is clipped to 1): its step is
+about lr x gradient, a smooth function of the gradient, so the runs' weights differ only by the
+rounding of their gradients. With the default 1e-8, a weight whose gradient is near 0 steps by
+up to lr in either direction, and which way depends on the gradient's last bits."""
+MIXED_PRECISION_CASE = {"cispo_bf16": dict(loss="cispo", dtype="bfloat16")}
 """run under torchrun only (mixed precision is FSDP2's); compared with the fp32 case"""
 
 
 def groups(step: int) -> list[RolloutGroup]:
-    """Three groups of four rollouts with prompts and completions of different lengths (so the
-    ranks get unequal shares and some run idle micro-batches), sampler log-probs included."""
+    """Three groups of four rollouts with prompts and completions of different lengths, sampler
+    log-probs included. From step 1 on one answer is long (96 tokens, a micro-batch of its own):
+    on two ranks one runs 2 micro-batches and the other 3, so the first adds an idle one."""
     generator = torch.Generator().manual_seed(step)
     made = []
     for g in range(3):
         prompt = torch.randint(5, 400, (4 + 3 * g,), generator=generator).tolist()
         trajectories = []
         for i in range(4):
-            completion = torch.randint(5, 400, (2 + 2 * i + g,), generator=generator).tolist()
+            length = 2 + 2 * i + g + (90 if step > 0 and g == i == 0 else 0)
+            completion = torch.randint(5, 400, (length,), generator=generator).tolist()
             sampler = (-torch.rand(len(completion), generator=generator) * 3 - 2).tolist()
             trajectories.append(Trajectory(
                 prompt=[], completion=[], token_ids=prompt + completion,
@@ -61,8 +68,8 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cases = {**CASES, **(MIXED_PRECISION_CASE if world.sharded else {})}
     for name, fields in cases.items():
-        config = TrainerConfig(lr=1e-2, max_tokens_per_microbatch=48, max_steps=3, device=device,
-                               old_logprobs="recompute", **fields)  # fmt: skip
+        config = TrainerConfig(lr=LR, adam_eps=ADAM_EPS, max_tokens_per_microbatch=48, max_steps=3,
+                               device=device, old_logprobs="recompute", **fields)  # fmt: skip
         trainer = Trainer(config, world)
         metrics = [trainer.train_step(groups(step)) for step in range(3)]
         weights = {n: full(p.detach()).clone() for n, p in trainer.model.named_parameters()
