@@ -75,8 +75,8 @@ class TrainerConfig:
     warmup_steps: int = 0
     """optimizer steps of linear warmup from lr / warmup_steps up to lr; >= 0"""
     max_steps: int = 1000
-    """train steps of the run (one rollout batch each; the loop stops there). A train step takes
-    num_iterations x mini_batches optimizer steps, and the cosine schedule spans all of them; >= 1"""
+    """train steps of the run (one rollout batch each; the loop stops there); >= 1. A train step
+    takes num_iterations x mini_batches optimizer steps; the cosine schedule spans all of them"""
     min_lr_ratio: float = 0.0
     """the cosine schedule's final lr as a share of lr; in [0, 1]"""
     max_grad_norm: float = 1.0

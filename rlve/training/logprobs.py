@@ -142,5 +142,7 @@ class TokenScorer(nn.Module):
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
         device = input_ids.device.type
         with torch.autocast(device, dtype=torch.bfloat16, enabled=self.autocast_bf16):
-            return sequence_logprobs(self.causal_lm, input_ids, attention_mask, loss_mask,
-                                     temperature=temperature, chunk_tokens=chunk_tokens)  # fmt: skip
+            return sequence_logprobs(
+                self.causal_lm, input_ids, attention_mask, loss_mask,
+                temperature=temperature, chunk_tokens=chunk_tokens,
+            )  # fmt: skip
