@@ -23,6 +23,12 @@ from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.push import connect_broadcaster, gather, push_weights
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
+WHOLE_DISTRIBUTION = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0,
+                      "presence_penalty": 0.0, "frequency_penalty": 0.0}  # fmt: skip
+"""sent with every request: vLLM's server fills a field left out from the model's
+generation_config.json (Qwen3: top_k 20), and a truncated or penalised distribution gives
+log-probs that are not the trainer's, biasing every importance ratio"""
+
 
 class ServerError(RuntimeError):
     """A server did not answer, or answered with an error; the message names it."""
@@ -129,7 +135,7 @@ class RemoteVLLMEngine:
         body = {"prompt": list(request.prompt_ids), "max_tokens": s.max_tokens,
                 "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed,
                 "stop": list(s.stop) or None, "logprobs": 0, "return_token_ids": True,
-                "skip_special_tokens": True}  # fmt: skip
+                "skip_special_tokens": True, **WHOLE_DISTRIBUTION}  # fmt: skip
         version = self.weight_version
         index = min(range(len(self.urls)), key=lambda i: (self._in_flight[i], i))
         self._in_flight[index] += 1  # on this engine's loop: no other thread touches the counts
@@ -149,7 +155,8 @@ class RemoteVLLMEngine:
     def prompt_logprobs(self, token_ids: list[int], replica: int = 0) -> list[float]:
         """Server `replica`'s log-prob of each token given the ones before (temperature 1)."""
         body = {"model": self._models[replica], "prompt": list(token_ids), "max_tokens": 1,
-                "temperature": 1.0, "prompt_logprobs": 0}  # fmt: skip
+                "temperature": 1.0, "top_p": 1.0, "prompt_logprobs": 0,
+                **WHOLE_DISTRIBUTION}  # fmt: skip
         answer = self._call(self._post(replica, "/v1/completions", body))
         steps = answer["choices"][0]["prompt_logprobs"][1:]
         return [
