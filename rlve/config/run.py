@@ -201,6 +201,7 @@ class RunConfig:
         self.env.validate()
         self.logging.validate()
         require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
+        self._check_off_policy_correction()
         require(not (self.resume and self.overwrite),
                 "resume=true and overwrite=true contradict each other: choose one")  # fmt: skip
         if self.rollout.engine == "vllm":
@@ -208,3 +209,16 @@ class RunConfig:
             check_placement(self.trainer.device, i.gpus, i.tensor_parallel_size,
                             i.weight_transport, i.gpu_memory_utilization, i.replicas,
                             int(os.environ.get("LOCAL_WORLD_SIZE", "1")))  # fmt: skip
+
+    def _check_off_policy_correction(self) -> None:
+        """async_level 1 trains on rollouts of the weights one step back; recomputed old log-probs
+        are the current weights', so the ratio is 1 by construction and only TIS corrects."""
+        t = self.trainer
+        uncorrected = t.old_logprobs == "recompute" and t.tis_cap is None
+        require(
+            not (self.rollout.async_level == 1 and uncorrected),
+            "rollout.async_level=1 trains on rollouts sampled one step before, but with "
+            "trainer.old_logprobs=recompute and trainer.tis_cap=null nothing corrects for that "
+            "(the recomputed ratio is 1): set trainer.old_logprobs=sampler (the ratio spans the "
+            "lag) or trainer.tis_cap=2.0, or use rollout.async_level=0",
+        )

@@ -98,6 +98,20 @@ def test_the_tictactoe_recipes_take_the_ratio_against_the_sampler(experiment):
     assert (trainer.old_logprobs, trainer.tis_cap) == ("sampler", None)
 
 
+def test_async_rollouts_without_any_off_policy_correction_are_refused():
+    """One step stale, old log-probs recomputed under the current weights, no TIS: the ratio is 1
+    and the stale rollouts would be trained as on-policy."""
+    uncorrected = [
+        "rollout.async_level=1",
+        "trainer.old_logprobs=recompute",
+        "trainer.tis_cap=null",
+    ]
+    with pytest.raises(ValueError, match="nothing corrects for that"):
+        load_run_config(uncorrected)
+    for fix in ("trainer.old_logprobs=sampler", "trainer.tis_cap=2.0", "rollout.async_level=0"):
+        load_run_config([*uncorrected, fix])
+
+
 def test_nucleus_sampling_in_training_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="rollout.top_p must be 1.0, got 0.9: vLLM's log-probs"):
         load_run_config(["rollout.top_p=0.9"])
