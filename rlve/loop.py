@@ -123,7 +123,9 @@ def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> 
     metrics = summarize(batch.played)
     for name in {g.env_name for g in batch.played}:
         env = sampler.envs[name]
-        rollouts = [t for g in batch.played if g.env_name == name for t in g.trajectories]
+        rollouts = [t for g in batch.played if g.env_name == name for t in g.clean]
+        if not rollouts:  # every one spoiled by a fault: faults/* says so
+            continue
         metrics[f"env/{name}/reward"] = sum(t.reward for t in rollouts) / len(rollouts)
         metrics[f"env/{name}/accuracy"] = sum(env.accuracy(t) for t in rollouts) / len(rollouts)
     metrics["batch/effective_prompt_ratio"] = batch.effective_prompt_ratio

@@ -66,6 +66,11 @@ class Trajectory:
     sampler_logprobs: list[float] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
     reward: float = 0.0
+    """the task's reward (the rubric's score): what accuracy, dynamic sampling, the curriculum and
+    the reward/* metrics read"""
+    shaping: float = 0.0
+    """added to `reward` for training only (DAPO's overlong penalty): advantages are computed
+    from `trained_reward`"""
     metrics: dict[str, float] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     stop_reason: str = ""
@@ -92,6 +97,11 @@ class Trajectory:
         return sum(self.loss_mask)
 
     @property
+    def trained_reward(self) -> float:
+        """The reward the advantages compare: the task's, plus shaping."""
+        return self.reward + self.shaping
+
+    @property
     def is_token_exact(self) -> bool:
         return bool(self.token_ids)
 
@@ -106,14 +116,22 @@ class RolloutGroup:
     difficulty: int | None = None
 
     @property
+    def clean(self) -> list[Trajectory]:
+        """The rollouts no fault spoiled: the only ones trained on and counted by the curriculum
+        (a faulty one's score says nothing about the model: `faults/*` counts it instead)."""
+        return [t for t in self.trajectories if t.fault is None]
+
+    @property
     def rewards(self) -> list[float]:
-        return [t.reward for t in self.trajectories]
+        """The task rewards of the clean rollouts."""
+        return [t.reward for t in self.clean]
 
     @property
     def has_signal(self) -> bool:
-        """False when every rollout got the same reward (no group-relative learning signal)."""
+        """False when the clean rollouts all got the same task reward, or fewer than two are
+        clean: no group-relative learning signal (shaping alone does not count, as in DAPO)."""
         rewards = self.rewards
-        return any(r != rewards[0] for r in rewards)
+        return len(rewards) > 1 and any(r != rewards[0] for r in rewards)
 
 
 @dataclass

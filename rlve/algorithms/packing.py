@@ -40,6 +40,8 @@ class GroupSequences:
     sequences: list[TrainSequence]
     skipped_groups: int
     """groups left out because of bad input (each one logged with its reason)"""
+    faulty_rollouts: int = 0
+    """rollouts left out because a fault spoiled them (counted under faults/* already)"""
 
 
 def check_sequence(token_ids: Sequence[int], loss_mask: Sequence[int]) -> str | None:
@@ -89,13 +91,16 @@ def _sequence_problem(
 
 
 def _group_problem(group: RolloutGroup, needs_sampler_logprobs: bool) -> str | None:
+    """What is wrong with the clean rollouts of a group that has some."""
     if not group.trajectories:
         return "the group is empty"
     for index, trajectory in enumerate(group.trajectories):
+        if trajectory.fault is not None:
+            continue
         problem = _trajectory_problem(trajectory, needs_sampler_logprobs)
         if problem:
             return f"trajectory {index}: {problem}"
-    if all(t.num_sampled_tokens == 0 for t in group.trajectories):
+    if all(t.num_sampled_tokens == 0 for t in group.clean):
         return "no trajectory has a sampled token"
     return None
 
@@ -103,17 +108,23 @@ def _group_problem(group: RolloutGroup, needs_sampler_logprobs: bool) -> str | N
 def sequences_from_groups(
     groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False
 ) -> GroupSequences:
-    """Checks each group, computes its advantages (`group_advantages`) and returns one
-    `TrainSequence` per trajectory with sampled tokens, and one per side call it carries (with
-    the trajectory's advantage).
+    """Checks each group, computes its advantages (`group_advantages` of the clean rollouts'
+    `trained_reward`) and returns one `TrainSequence` per clean trajectory with sampled tokens,
+    and one per side call it carries (with the trajectory's advantage).
 
-    A group with bad input (empty, non-finite reward or sampler log-prob, mismatched lengths, no
-    sampled token at all) is skipped, logged and counted. A trajectory without sampled tokens
-    still counts in its group's mean reward but is not trained on (it has no token to learn on).
+    Rollouts a fault spoiled are left out, of the loss and of their group's baseline: an engine
+    error or a timeout says nothing about the model. A group with bad input (empty, non-finite
+    reward or sampler log-prob, mismatched lengths, no sampled token at all) is skipped, logged
+    and counted. A trajectory without sampled tokens still counts in its group's mean reward but
+    is not trained on (it has no token to learn on).
     """
     sequences: list[TrainSequence] = []
-    skipped = 0
+    skipped = faulty = 0
     for group in groups:
+        clean = group.clean
+        faulty += len(group.trajectories) - len(clean)
+        if group.trajectories and not clean:
+            continue
         problem = _group_problem(group, needs_sampler_logprobs)
         if problem:
             logger.warning(
@@ -121,9 +132,9 @@ def sequences_from_groups(
             )
             skipped += 1
             continue
-        rewards = torch.tensor([group.rewards], dtype=torch.float64)
+        rewards = torch.tensor([[t.trained_reward for t in clean]], dtype=torch.float64)
         advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
-        for trajectory, advantage in zip(group.trajectories, advantages, strict=True):
+        for trajectory, advantage in zip(clean, advantages, strict=True):
             parts = [trajectory, *trajectory.side_sequences]  # side calls share the advantage
             for part in parts:
                 if sum(part.loss_mask) == 0:
@@ -136,7 +147,7 @@ def sequences_from_groups(
                         sampler_logprobs=list(part.sampler_logprobs) or None,
                     )
                 )
-    return GroupSequences(sequences=sequences, skipped_groups=skipped)
+    return GroupSequences(sequences=sequences, skipped_groups=skipped, faulty_rollouts=faulty)
 
 
 def split_evenly(sequences: Sequence[TrainSequence], parts: int) -> list[list[TrainSequence]]:

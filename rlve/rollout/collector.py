@@ -145,7 +145,7 @@ class BatchCollector:
                     continue
                 longest = max(end - start for start, end in t.turn_spans)
                 penalty = overlong_penalty(longest, limit, min(buffer, limit))
-                t.reward += penalty
+                t.shaping += penalty
                 t.metrics["reward/overlong_penalty"] = penalty
 
     def close(self) -> None:

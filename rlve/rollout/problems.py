@@ -132,17 +132,18 @@ class ProblemSampler:
         self.disabled.append(name)
 
     def observe(self, groups: Sequence[RolloutGroup]) -> None:
-        """Feed finished groups (kept or dropped) to the curriculum controller."""
+        """Feed finished groups (kept or dropped) to the curriculum controller: their clean
+        rollouts only (a timeout or an engine error is not a wrong answer)."""
         if self.controller is None:
             return
         for group in groups:
             env = self.envs[group.env_name]
-            if not is_adaptive(env) or group.difficulty is None:
+            if not is_adaptive(env) or group.difficulty is None or not group.clean:
                 continue
             self.controller.observe(
                 group.env_name,
                 int(group.difficulty),
-                [env.accuracy(t) for t in group.trajectories],
+                [env.accuracy(t) for t in group.clean],
                 rewards=group.rewards,
             )
 

@@ -1,8 +1,9 @@
 """Summary metrics of rollout groups, in rlve's one namespace (`reward/mean`, `game/win`...).
 
-Per-rollout metrics are averaged over all rollouts; error counts are summed; stop reasons become
-shares (`stop/<reason>`). The training loop adds the per-environment `env/<name>/...` metrics
-and the collector's `faults/...` (rlve.rollout.faults).
+Rewards and per-rollout metrics are averaged over the clean rollouts (a fault's score says
+nothing about the model); error counts are summed and stop reasons become shares
+(`stop/<reason>`) over all of them. The training loop adds the per-environment `env/<name>/...`
+metrics and the collector's `faults/...` (rlve.rollout.faults).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
-from rlve.types import RolloutGroup
+from rlve.types import RolloutGroup, Trajectory
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -29,8 +30,23 @@ def _std(values: Sequence[float]) -> float:
 def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     """One flat dict of metrics for a list of rollout groups."""
     rollouts = [t for g in groups for t in g.trajectories]
+    clean = [t for g in groups for t in g.clean]
     if not rollouts:
         return {}
+    summary = _clean_summary(clean) if clean else {}
+    errors: dict[str, int] = defaultdict(int)
+    stops: dict[str, int] = defaultdict(int)
+    for t in rollouts:
+        for name, count in t.errors.items():
+            errors[name] += count
+        stops[t.stop_reason] += 1
+    summary.update({f"errors/{name}": float(n) for name, n in sorted(errors.items())})
+    summary.update({f"stop/{reason}": n / len(rollouts) for reason, n in sorted(stops.items())})
+    return summary
+
+
+def _clean_summary(rollouts: Sequence[Trajectory]) -> dict[str, float]:
+    """Rewards, turns, lengths and the rollouts' own metrics, averaged."""
     rewards = [t.reward for t in rollouts]
     summary = {
         "reward/mean": _mean(rewards),
@@ -41,17 +57,10 @@ def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
         "completion/truncated_frac": _mean([float(t.truncated_turns > 0) for t in rollouts]),
     }
     per_metric: dict[str, list[float]] = defaultdict(list)
-    errors: dict[str, int] = defaultdict(int)
-    stops: dict[str, int] = defaultdict(int)
     for t in rollouts:
         for name, value in t.metrics.items():
             per_metric[name].append(value)
-        for name, count in t.errors.items():
-            errors[name] += count
-        stops[t.stop_reason] += 1
     summary.update({name: _mean(values) for name, values in sorted(per_metric.items())})
-    summary.update({f"errors/{name}": float(n) for name, n in sorted(errors.items())})
-    summary.update({f"stop/{reason}": n / len(rollouts) for reason, n in sorted(stops.items())})
     token_rollouts = [t for t in rollouts if t.is_token_exact]
     if token_rollouts:
         lengths = [t.num_sampled_tokens for t in token_rollouts]

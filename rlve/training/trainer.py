@@ -115,7 +115,8 @@ class Trainer:
         Old log-probs (the behaviour policy of the ratio, `old_logprobs`): "sampler" takes the
         sampler's; "recompute" takes a no-grad pass under the weights before the first update
         (skipped when there is a single update: it would equal the detached log-probs). Groups
-        with bad input are skipped (`train/skipped_groups`); a step with nothing left to train
+        with bad input are skipped (`train/skipped_groups`), rollouts a fault spoiled left out
+        (`train/faulty_rollouts`); a step with nothing left to train
         is a skipped step like a NaN one (`train/skipped_steps`, cumulative). train/* metrics
         are means over the step's updates; clip fractions and ratios count every update's tokens.
         """
@@ -126,11 +127,12 @@ class Trainer:
             std_normalize=config.std_normalize,
             needs_sampler_logprobs=config.tis_cap is not None or config.old_logprobs == "sampler",
         )
-        metrics: dict[str, float] = {"train/skipped_groups": float(grouped.skipped_groups)}
+        metrics = {"train/skipped_groups": float(grouped.skipped_groups),
+                   "train/faulty_rollouts": float(grouped.faulty_rollouts)}  # fmt: skip
         if not grouped.sequences:
-            if groups:  # every group had bad input: that counts towards TrainingDiverged
+            if grouped.skipped_groups:  # bad input everywhere: counts towards TrainingDiverged
                 self._record_bad_step("no group left to train on")
-            else:  # nothing to learn from (e.g. dynamic sampling found no signal): not an error
+            else:  # nothing to learn from (no signal, or only faulty rollouts): not an error
                 self.skipped_steps += 1
                 logger.info("step %d: no rollout group to train on; skipping the update", self.step)
             self.step += 1

@@ -10,20 +10,30 @@ from rlve.curriculum import DifficultyController
 from rlve.inference.engine import PromptTokenCounts
 from rlve.inference.scripted import ScriptedEngine
 from rlve.loop import step_metrics
+from rlve.models import load_tokenizer
 from rlve.rollout.collector import BatchCollector
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
+from rlve.rollout.runner import env_sampling
+from rlve.types import Fault, RolloutGroup, Trajectory
 
 
 def guesser(messages, rng: random.Random) -> str:
     return f"<answer>{rng.randint(0, 9)}</answer>"
 
 
-def collector(**rollout) -> BatchCollector:
+def rambler(messages, rng: random.Random) -> str:
+    """One number (a list of the wrong length: -0.5 every time), then some words."""
+    return "<answer>1</answer>" + " and so on" * rng.randint(0, 6)
+
+
+def collector(policy=guesser, **rollout) -> BatchCollector:
     env = rlve.load_environment("rlve/sorting", num_examples=4, sandbox=False)
-    sampler = ProblemSampler({"rlve/sorting": env}, controller=DifficultyController(), seed=0)
-    config = RolloutConfig(engine="scripted", group_size=2, **rollout)
-    return BatchCollector(ScriptedEngine(guesser), sampler, config, EpisodeSettings())
+    sampling = {"rlve/sorting": env_sampling(env, max_tokens=rollout.get("max_tokens"))}
+    sampler = ProblemSampler({"rlve/sorting": env}, None, DifficultyController(), sampling, seed=0)
+    config = RolloutConfig(engine="scripted", **{"group_size": 2, **rollout})
+    tokenizer = load_tokenizer("tiny") if policy is rambler else None
+    return BatchCollector(ScriptedEngine(policy, tokenizer), sampler, config, EpisodeSettings())
 
 
 def test_dynamic_sampling_oversamples_from_the_first_round():
@@ -40,6 +50,32 @@ def test_without_dynamic_sampling_exactly_the_step_is_played():
     batch = c.collect()
     c.close()
     assert len(batch.played) == len(batch.groups) == 3
+
+
+def test_dynamic_sampling_reads_the_task_reward_not_the_overlong_penalty():
+    """Every answer is wrong alike (-0.5); their lengths, and so their overlong penalties, differ.
+    DAPO drops such groups: shaping alone is no signal, and the accuracy stays the task's."""
+    c = collector(rambler, group_size=4, groups_per_step=3, dynamic_sampling=True, max_refills=0,
+                  max_tokens=40, overlong_buffer=36)  # fmt: skip
+    batch = c.collect()
+    c.close()
+    assert {t.reward for g in batch.played for t in g.trajectories} == {-0.5}
+    assert len({t.shaping for g in batch.played for t in g.trajectories}) > 1
+    assert (batch.groups, batch.effective_prompt_ratio) == ([], 0.0)
+    metrics = step_metrics(batch, c.sampler, waited_s=0.0)
+    assert (metrics["env/rlve/sorting/reward"], metrics["reward/mean"]) == (-0.5, -0.5)
+
+
+def test_the_curriculum_counts_only_the_rollouts_no_fault_spoiled():
+    c = collector(groups_per_step=1)
+    c.close()
+    right = Trajectory(prompt=[], completion=[], reward=1.0, metrics={"reward/accuracy": 1.0})
+    timed_out = Trajectory(prompt=[], completion=[], reward=-1.0, fault=Fault("timeout", "600 s"),
+                           metrics={"reward/accuracy": 0.0})  # fmt: skip
+    group = RolloutGroup(0, "rlve/sorting", [right, right, timed_out, timed_out], difficulty=0)
+    c.sampler.observe([group])
+    window = c.sampler.controller.env_window("rlve/sorting")
+    assert (window.correct, window.attempted) == (2.0, 2)
 
 
 def test_step_metrics_report_the_curriculum_as_it_was_when_the_batch_was_made():

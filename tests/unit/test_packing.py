@@ -13,7 +13,7 @@ from rlve.algorithms.packing import (
     sequences_from_groups,
     split_evenly,
 )
-from rlve.types import RolloutGroup, SideSequence, Trajectory
+from rlve.types import Fault, RolloutGroup, SideSequence, Trajectory
 
 PAD = 99
 
@@ -159,6 +159,34 @@ def test_rollout_without_sampled_tokens_counts_for_the_mean_but_is_not_trained()
     rollouts = [trajectory([1, 2], [0, 1], 1.0), trajectory([1, 3], [0, 0], 0.0)]
     result = sequences_from_groups([group(*rollouts)], std_normalize=False)
     assert [(s.token_ids, s.advantage) for s in result.sequences] == [([1, 2], 0.5)]
+
+
+def test_faulty_rollouts_are_left_out_of_the_loss_and_of_the_baseline():
+    # clean rewards [1, 0, 0] -> mean 1/3, A = [2/3, -1/3, -1/3]; the fourth rollout timed out
+    # (its score, -0.1, is the format penalty of an unfinished answer): neither trained nor in
+    # the mean
+    rollouts = [trajectory([1, 2], [0, 1], r) for r in (1.0, 0.0, 0.0, -0.1)]
+    rollouts[3].fault = Fault("timeout", "episode time limit")
+    result = sequences_from_groups([group(*rollouts)], std_normalize=False)
+    assert [s.advantage for s in result.sequences] == pytest.approx([2 / 3, -1 / 3, -1 / 3])
+    assert (result.faulty_rollouts, result.skipped_groups) == (1, 0)
+
+
+def test_a_group_with_only_faulty_rollouts_trains_nothing_and_is_no_bad_input():
+    rollouts = [trajectory([1, 2], [0, 1], r) for r in (1.0, 0.0)]
+    for t in rollouts:
+        t.fault = Fault("engine_error", "connection reset")
+    result = sequences_from_groups([group(*rollouts)], std_normalize=False)
+    assert (result.sequences, result.faulty_rollouts, result.skipped_groups) == ([], 2, 0)
+
+
+def test_shaping_moves_the_advantages_but_not_the_task_reward():
+    # task rewards [1, 0], overlong shaping [-0.5, 0] -> trained rewards [0.5, 0], A = +-0.25
+    rollouts = [trajectory([1, 2], [0, 1], 1.0), trajectory([1, 3], [0, 1], 0.0)]
+    rollouts[0].shaping = -0.5
+    result = sequences_from_groups([group(*rollouts)], std_normalize=False)
+    assert [s.advantage for s in result.sequences] == pytest.approx([0.25, -0.25])
+    assert group(*rollouts).rewards == [1.0, 0.0]
 
 
 def test_split_evenly_keeps_order_and_sizes_within_one():

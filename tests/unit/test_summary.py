@@ -1,9 +1,10 @@
-"""Rollout summaries: how far behind the trainer the weights that sampled a batch were."""
+"""Rollout summaries: rewards of the clean rollouts, and how far behind the trainer the weights
+that sampled a batch were."""
 
 import pytest
 
-from rlve.rollout.summary import weight_lag, within_lag
-from rlve.types import RolloutGroup, Trajectory
+from rlve.rollout.summary import summarize, weight_lag, within_lag
+from rlve.types import Fault, RolloutGroup, Trajectory
 
 
 def group(*versions: int) -> RolloutGroup:
@@ -37,3 +38,13 @@ def test_groups_older_than_the_allowed_lag_are_dropped_and_counted():
     kept, dropped = within_lag([fresh, too_old, one_behind], version=5, max_lag=1)
     assert (kept, dropped) == ([fresh, one_behind], 1)
     assert within_lag([one_behind], version=5, max_lag=0) == ([], 1)
+
+
+def test_rewards_are_the_clean_rollouts_and_stop_reasons_count_every_rollout():
+    # rewards 1.0 and 0.0 clean, -0.1 from an episode ended by an engine error: mean 0.5, not 0.3
+    rollouts = [Trajectory(prompt=[], completion=[], reward=r, stop_reason=s)
+                for r, s in ((1.0, "env_done"), (0.0, "env_done"), (-0.1, "engine_error"))]  # fmt: skip
+    rollouts[2].fault = Fault("engine_error", "request failed")
+    summary = summarize([RolloutGroup(0, "toy", rollouts)])
+    assert (summary["reward/mean"], summary["reward/min"]) == (0.5, 0.0)
+    assert summary["stop/engine_error"] == pytest.approx(1 / 3)
