@@ -42,8 +42,8 @@ def test_groups_older_than_the_allowed_lag_are_dropped_and_counted():
 
 def test_rewards_are_the_clean_rollouts_and_stop_reasons_count_every_rollout():
     # rewards 1.0 and 0.0 clean, -0.1 from an episode ended by an engine error: mean 0.5, not 0.3
-    rollouts = [Trajectory(prompt=[], completion=[], reward=r, stop_reason=s)
-                for r, s in ((1.0, "env_done"), (0.0, "env_done"), (-0.1, "engine_error"))]  # fmt: skip
+    ends = ((1.0, "env_done"), (0.0, "env_done"), (-0.1, "engine_error"))
+    rollouts = [Trajectory(prompt=[], completion=[], reward=r, stop_reason=s) for r, s in ends]
     rollouts[2].fault = Fault("engine_error", "request failed")
     summary = summarize([RolloutGroup(0, "toy", rollouts)])
     assert (summary["reward/mean"], summary["reward/min"]) == (0.5, 0.0)
