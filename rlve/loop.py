@@ -35,6 +35,7 @@ from rlve.envs import expand_env_names, load_environment
 from rlve.envs.base import Environment
 from rlve.inference.scripted import ScriptedEngine, load_policy
 from rlve.reliability.run_guard import run_guard
+from rlve.rollout.chat_tokens import end_of_turn_id
 from rlve.rollout.collector import BatchCollector, StepBatch
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
@@ -78,7 +79,7 @@ def build_engine(config: RunConfig, tokenizer):
     servers), or a scripted policy (tests)."""
     if config.rollout.engine == "scripted":
         policy = load_policy(config.rollout.scripted_policy, "rollout.scripted_policy")
-        return ScriptedEngine(policy, tokenizer)
+        return ScriptedEngine(policy, tokenizer, end_of_turn_id(tokenizer))
     if config.inference.servers:
         from rlve.inference.remote_engine import RemoteVLLMEngine
 

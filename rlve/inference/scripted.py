@@ -39,12 +39,16 @@ class ScriptedEngine:
     """Answers each request with `policy(messages)`.
 
     With a `tokenizer`, answers are token-exact like a real model's: the text's token ids plus
-    the end-of-turn token, cut to `max_tokens` (then finish_reason is 'length'), with log-prob 0.
+    `end_of_turn_id` (the chat template's, `rlve.rollout.chat_tokens.end_of_turn_id`; default the
+    tokenizer's eos), cut to `max_tokens` (then finish_reason is 'length'), with log-prob 0.
     """
 
-    def __init__(self, policy: Policy, tokenizer: Any = None):
+    def __init__(self, policy: Policy, tokenizer: Any = None, end_of_turn_id: int | None = None):
         self.policy = policy
         self.tokenizer = tokenizer
+        self.end_of_turn_id = end_of_turn_id
+        if tokenizer is not None and end_of_turn_id is None:
+            self.end_of_turn_id = tokenizer.eos_token_id
         self._takes_rng = "rng" in inspect.signature(policy).parameters
 
     async def generate(self, request: GenerationRequest) -> Generation:
@@ -58,7 +62,7 @@ class ScriptedEngine:
                 text = text[: text.index(stop)]
         if self.tokenizer is None:
             return Generation(text=text)
-        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.end_of_turn_id]
         finish = "stop"
         if len(ids) > request.sampling.max_tokens:
             ids, finish = ids[: request.sampling.max_tokens], "length"

@@ -67,6 +67,13 @@ class ChatTokens:
         self._turn_end = rendered.split(_PROBE, 1)[1]
         self.turn_end_ids = self._encode(self._turn_end)
 
+    @property
+    def end_of_turn_id(self) -> int:
+        """The token a model writes to end its turn: the first of the template's closing marker
+        (ChatML's <|im_end|>, Llama 3's <|eot_id|>), which need not be the tokenizer's eos; the
+        eos when the template closes a turn with nothing."""
+        return self.turn_end_ids[0] if self.turn_end_ids else self.tokenizer.eos_token_id
+
     def _render(self, messages: list[Message], generation_prompt: bool) -> str:
         try:
             return self.tokenizer.apply_chat_template(
@@ -121,6 +128,14 @@ class ChatTokens:
         return end
 
 
+def end_of_turn_id(tokenizer: Any) -> int:
+    """The token that ends a turn in `tokenizer`'s chat template (ChatTokens.end_of_turn_id), or
+    its eos when it has no template."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        return tokenizer.eos_token_id
+    return ChatTokens(tokenizer).end_of_turn_id
+
+
 def conversation_tokens(
     tokenizer: Any, prompt: list[Message], completion: list[Message], tools=None
 ) -> tuple[list[int], list[int]]:
@@ -128,7 +143,9 @@ def conversation_tokens(
     episode would have produced it (assistant turns: their text + end-of-turn token, mask 1).
 
     For text-only teachers (an OpenAI-compatible endpoint): their games become SFT data in the
-    student's own chat format. A trailing non-assistant message is left out, as in an episode.
+    student's own chat format, each turn ended by the template's end-of-turn token (what the
+    student must learn to write; not always the eos). A trailing non-assistant message is left
+    out, as in an episode.
     """
     chat = ChatTokens(tokenizer, tools)
     ids = chat.prompt_ids(prompt)
@@ -146,7 +163,7 @@ def conversation_tokens(
             pending = []
         text = str(message.get("content") or "")
         last_turn = list(tokenizer.encode(text, add_special_tokens=False))
-        last_turn.append(tokenizer.eos_token_id)
+        last_turn.append(chat.end_of_turn_id)
         ids += last_turn
         mask += [1] * len(last_turn)
     return ids, mask

@@ -22,7 +22,7 @@ from rlve.envs.base import Environment
 from rlve.envs.tictactoe import noisy_minimax_policy
 from rlve.evaluation import evaluate
 from rlve.inference.scripted import ScriptedEngine
-from rlve.rollout.chat_tokens import conversation_tokens
+from rlve.rollout.chat_tokens import conversation_tokens, end_of_turn_id
 from rlve.rollout.records import write_text_atomically
 from rlve.training.trainer import Trainer
 from rlve.types import Trajectory
@@ -118,7 +118,7 @@ def tictactoe_teacher_data(
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """The embedded demo's SFT data: noisy minimax games against the RL opponent range."""
     env = load_environment("tictactoe", num_examples=num_games, seed=seed + 1, **env_args)
-    engine = ScriptedEngine(noisy_minimax_policy(noise), tokenizer)
+    engine = ScriptedEngine(noisy_minimax_policy(noise), tokenizer, end_of_turn_id(tokenizer))
     return teacher_games(env, engine, num_games, tokenizer, seed, keep=_won_or_drew_cleanly)
 
 

@@ -1,5 +1,7 @@
 """SFT warm-up data and steps."""
 
+import copy
+
 import rlve
 from rlve.config import TrainerConfig
 from rlve.envs.tictactoe import minimax_policy
@@ -33,6 +35,22 @@ def test_text_only_teacher_games_are_tokenized_like_episodes(tiny_tokenizer, tmp
     assert save_examples(tmp_path / "d.jsonl", text_games) == len(text_games)
     loaded = load_examples(tmp_path / "d.jsonl")
     assert [e.token_ids for e in loaded] == [t.token_ids for t in text_games]
+
+
+def test_teacher_turns_end_with_the_templates_end_of_turn_token_not_the_eos(tiny_tokenizer):
+    """A tokenizer whose eos is another token than the one that closes a chat turn (Llama 3:
+    <|end_of_text|> against <|eot_id|>): the student must learn to write the end of its turn."""
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.eos_token = "<|endoftext|>"
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    env = rlve.load_environment("tictactoe", num_examples=4)
+    text_games, _ = teacher_games(env, ScriptedEngine(minimax_policy), 4, tokenizer)
+    token_games, _ = tictactoe_teacher_data(tokenizer, 4, noise=0.0)
+    for game in [*text_games, *token_games]:
+        mask = game.loss_mask
+        ends = [token for token, m, after in zip(game.token_ids, mask, [*mask[1:], 0], strict=True)
+                if m and not after]  # fmt: skip
+        assert ends and set(ends) == {im_end}
 
 
 def test_sft_warmup_lowers_the_loss_and_exports_a_loadable_model(tiny_tokenizer, tmp_path):
