@@ -15,16 +15,17 @@ from rlve.training.trainer import Trainer
 STEPS, LR = 10, 2e-6
 
 
-def trained(dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every trained weight, flattened, before and after STEPS CISPO steps."""
-    trainer = Trainer(TrainerConfig(loss="cispo", lr=LR, dtype=dtype, max_steps=STEPS))
+def trained(dtype: str, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Every trained weight, flattened, before and after STEPS CISPO steps (on the CPU)."""
+    config = TrainerConfig(loss="cispo", lr=LR, dtype=dtype, max_steps=STEPS, device=device)
+    trainer = Trainer(config)
     before = trainable(trainer)
     for _ in range(STEPS):
         trainer.train_step(two_groups())
     after = trainable(trainer)
     assert all(w.dtype == torch.float32 for w in after.values())
-    return (torch.cat([before[n].flatten() for n in before]),
-            torch.cat([after[n].flatten() for n in before]))  # fmt: skip
+    return (torch.cat([before[n].flatten() for n in before]).cpu(),
+            torch.cat([after[n].flatten() for n in before]).cpu())  # fmt: skip
 
 
 def half_bf16_spacing(weights: torch.Tensor) -> torch.Tensor:

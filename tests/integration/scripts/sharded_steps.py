@@ -1,6 +1,6 @@
 """Three train steps on fixed rollout groups, in one process or under torchrun (FSDP2).
 
-    python tests/integration/scripts/sharded_steps.py OUT_DIR
+    python tests/integration/scripts/sharded_steps.py OUT_DIR [--device cuda]
     torchrun --standalone --nproc-per-node 2 tests/integration/scripts/sharded_steps.py OUT_DIR
 
 For every case (loss x full/LoRA, and gradient checkpointing once) rank 0 writes
@@ -10,7 +10,7 @@ compares the two runs.
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import torch
@@ -63,8 +63,8 @@ def groups(step: int) -> list[RolloutGroup]:
     return made
 
 
-def main(out: Path) -> None:
-    world, device = init_world("cpu")
+def main(out: Path, device: str) -> None:
+    world, device = init_world(device)
     out.mkdir(parents=True, exist_ok=True)
     cases = {**CASES, **(MIXED_PRECISION_CASE if world.sharded else {})}
     for name, fields in cases.items():
@@ -80,4 +80,8 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--device", default="cpu", help='"cpu", or "cuda" (rank r on cuda:r)')
+    args = parser.parse_args()
+    main(args.out, args.device)
