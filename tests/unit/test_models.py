@@ -22,6 +22,7 @@ from rlve.models import (
     tiny_model_dirname,
     tiny_model_path,
 )
+from rlve.models.loading import built_in_name
 from rlve.models.tiny_tokenizer import TINY_VOCAB_SIZE
 
 EMPTY_BOARD = render_board(board_from_string(" " * 9))
@@ -289,8 +290,24 @@ def test_resolve_model_path(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("RLVE_CACHE", os.path.dirname(os.path.dirname(tiny_dir)))
     assert resolve_model_path("tiny") == tiny_dir
     assert resolve_model_path(str(tmp_path)) == str(tmp_path)
-    assert resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
     assert os.path.isfile(os.path.join(tiny_dir, TINY_MARKER_FILE))
+
+
+@pytest.mark.parametrize("spelling", ["smollm2-135m", "smollm2_135m", "SmolLM2-135M"])
+def test_a_built_in_model_answers_to_the_hydra_group_spelling_too(spelling):
+    assert built_in_name(spelling) == "smollm2-135m"
+    assert built_in_name("tiny") == "tiny" and built_in_name("tinyy") is None
+
+
+def test_a_name_that_is_nothing_known_fails_at_once_listing_the_built_in_models(monkeypatch):
+    """Not a directory, not built in, not in the hub cache, and (offline, as here and on CI) not
+    on the hub: the error says so instead of transformers retrying the hub."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError) as error:
+        load_tokenizer("smolllm2_135m")
+    message = str(error.value)
+    assert "'smolllm2_135m' is not a directory, not a built-in model" in message
+    assert "'tiny', 'smollm2-135m'" in message
 
 
 def test_load_tokenizer_by_the_name_tiny(tiny_dir, monkeypatch):

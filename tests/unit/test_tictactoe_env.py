@@ -135,11 +135,23 @@ def test_a_clean_win_scores_the_maximum_1_2():
         ({"max_random_move_prob": 1.5}, r"max_random_move_prob must be a probability in \[0, 1\]"),
         ({"num_groups": 0}, "num_groups must be an integer >= 1, got 0"),
         ({"max_turns": 0}, "max_turns must be an integer >= 1"),
+        ({"rules": "brief"}, r"rules must be one of \['full', 'short'\], got 'brief'"),
     ],
 )
 def test_bad_arguments_name_the_argument_and_the_range(kwargs, message):
     with pytest.raises(ValueError, match=message):
         rlve.load_environment("tictactoe", **kwargs)
+
+
+def test_the_short_rules_play_the_same_game_with_another_system_prompt():
+    games = {}
+    for rules in ("full", "short"):
+        env = rlve.load_environment("tictactoe", num_examples=20, seed=3, rules=rules)
+        result = rlve.evaluate(env, ScriptedEngine(minimax_policy), 20, seed=0)
+        games[rules] = [t for g in result.groups for t in g.trajectories]
+    full, short = games["full"], games["short"]
+    assert short[0].prompt[0]["content"] != full[0].prompt[0]["content"]
+    assert [t.completion for t in short] == [t.completion for t in full]
 
 
 def test_opening_board_of_the_prompt_matches_the_state_replay():

@@ -36,7 +36,7 @@ from rlve.envs.tictactoe.game import (
 )
 from rlve.envs.tictactoe.prompts import (
     NO_MOVE_REASON,
-    SYSTEM_PROMPT,
+    SYSTEM_PROMPTS,
     final_message,
     invalid_move_message,
     opponent_played_status,
@@ -192,6 +192,7 @@ def load_environment(
     max_turns: int = 7,
     max_tokens: int = 128,
     invalid_penalty: str = "flat",
+    rules: str = "full",
 ) -> TicTacToeEnv:
     """Tic-tac-toe against a seeded minimax opponent of stratified strength.
 
@@ -205,11 +206,15 @@ def load_environment(
         max_tokens: default most tokens per model turn.
         invalid_penalty: 'flat' (-0.1 once if any move was invalid, the recipe's rubric) or
             'per_move' (-0.1 for each invalid move).
+        rules: the system prompt: 'full' (the rules with an example answer) or 'short' (the same
+            rules in less than half the tokens, for small models trained on a CPU).
     """
     if invalid_penalty not in INVALID_PENALTIES:
         raise ValueError(
             f"invalid_penalty must be one of {sorted(INVALID_PENALTIES)}, got {invalid_penalty!r}"
         )
+    if rules not in SYSTEM_PROMPTS:
+        raise ValueError(f"rules must be one of {sorted(SYSTEM_PROMPTS)}, got {rules!r}")
     _check_probability("min_random_move_prob", min_random_move_prob)
     _check_probability("max_random_move_prob", max_random_move_prob)
     if min_random_move_prob > max_random_move_prob:
@@ -227,7 +232,7 @@ def load_environment(
     rubric.add(INVALID_PENALTIES[invalid_penalty], 1.0)
     return TicTacToeEnv(
         rows,
-        system_prompt=SYSTEM_PROMPT,
+        system_prompt=SYSTEM_PROMPTS[rules],
         parser=parser,
         rubric=rubric,
         max_turns=max_turns,

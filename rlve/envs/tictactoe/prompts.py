@@ -25,6 +25,17 @@ Example:
 <think>The centre is free and takes part in four lines.</think>
 <move>4</move>"""
 
+SHORT_SYSTEM_PROMPT = """You play tic-tac-toe as X against O. The cells are numbered 0 to 8:
+0 1 2
+3 4 5
+6 7 8
+Three marks in a row, column or diagonal win. Each turn, reason briefly inside \
+<think>...</think>, then give your move as <move>N</move> with N a free cell."""
+"""The same rules in 84 SmolLM2 tokens instead of 195: every game of a small model on a CPU
+carries the system prompt through every forward pass of training."""
+
+SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "short": SHORT_SYSTEM_PROMPT}
+
 NO_MOVE_REASON = "no move found; write your move as <move>N</move> with N a free cell"
 """The reason given when an answer has no parsable move tag."""
 
