@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,3 +88,14 @@ def evaluate(env: Environment, engine: Engine, num_examples: int, rollouts_per_e
                 await engine.aclose()
 
     return asyncio.run(run_and_close())
+
+
+def wilson_interval(rate: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a rate observed in `n` trials (95% for z = 1.96): unlike
+    rate +- z * sqrt(rate (1 - rate) / n) it stays inside [0, 1] and is not empty at 0 or 1.
+    Example: 60 of 200 -> (0.241, 0.367)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)

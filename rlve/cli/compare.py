@@ -31,8 +31,10 @@ Arms = dict[str, list[Path]]
 
 
 def mean_and_range(values: list[float], digits: int = 2) -> str:
-    """`mean [min-max]` of values over seeds, e.g. "0.35 [0.33-0.36]"."""
+    """`mean [min-max]` of values over seeds, e.g. "0.35 [0.33-0.36]"; a single value alone."""
     mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 

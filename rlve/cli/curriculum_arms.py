@@ -11,16 +11,18 @@
 3. After the last step, on the run's own engine: accuracy at every difficulty 0-3 (fresh problems
    never trained on, the same for every run, at the training temperature).
 4. A table (mean [min-max] over seeds) and plots: effective prompt ratio and reward over steps,
-   the adaptive window, accuracy per difficulty. Finished runs are skipped when started again.
+   the adaptive window (rlve.cli.experiment runs the arms). Finished runs are skipped when
+   started again.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
+import math
 from pathlib import Path
 from statistics import fmean
+
+from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
 
 ENV = "rlve/multiplication"
 ARMS = ("adaptive", "static")
@@ -69,65 +71,34 @@ def accuracy_by_difficulty(engine, temperature: float, max_tokens: int) -> dict[
     return accuracy
 
 
-def sft_accuracy(out: Path, model: Path) -> dict:
-    """The starting point's accuracy per difficulty, on its own engine (cached)."""
-    from rlve.config import InferenceConfig
-    from rlve.inference.vllm_engine import VLLMEngine
-    from rlve.models import load_tokenizer
-    from rlve.rollout.records import write_text_atomically
-    from rlve.train import load_run_config
+def experiment() -> Experiment:
+    """Both arms from the shared warm-up; accuracy per difficulty before and after each run."""
 
-    path = out / "sft_accuracy.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    config = load_run_config(["+experiment=multiplication_adaptive"])
-    engine = VLLMEngine(str(model), load_tokenizer(str(model)), InferenceConfig(max_model_len=512))
-    try:
+    def score(engine, config, seed: int) -> dict[str, float]:
         accuracy = accuracy_by_difficulty(
             engine, config.trainer.temperature, config.rollout.max_tokens
         )
-    finally:
-        engine.shutdown()
-    write_text_atomically(path, json.dumps(accuracy))
-    return json.loads(path.read_text())
+        return {f"acc d={d}": a for d, a in accuracy.items()}
 
+    def from_metrics(rows: list[dict]) -> dict[str, float]:
+        return {"effective prompt ratio": fmean(r["batch/effective_prompt_ratio"] for r in rows),
+                "final high": rows[-1].get(f"curriculum/{ENV}/high", math.nan)}  # fmt: skip
 
-def run_arm(model: Path, arm: str, seed: int, run_dir: Path) -> dict:
-    """One training run of one arm; its accuracy per difficulty after the last step."""
-    from rlve.loop import train
-    from rlve.rollout.records import write_text_atomically
-    from rlve.train import load_run_config
-
-    done = run_dir / "result.json"
-    if done.exists():
-        return json.loads(done.read_text())
-    shutil.rmtree(run_dir, ignore_errors=True)
-    overrides = [
-        f"+experiment=multiplication_{arm}",
-        f"trainer.model={model}",
-        f"trainer.seed={seed}",
-        f"env.seed={seed}",
-        f"inference.seed={seed}",
-        f"output_dir={run_dir}",
-        f"run_name=multiplication_{arm}_seed{seed}",
-        "logging.wandb_mode=disabled",
-    ]
-    print("python -m rlve.train " + " ".join(overrides))
-    config = load_run_config(overrides)
-    result: dict = {"arm": arm, "seed": seed}
-
-    def after_step(step, trainer, engine, metrics) -> None:
-        if step == config.trainer.max_steps:
-            result["accuracy"] = accuracy_by_difficulty(
-                engine, config.trainer.temperature, config.rollout.max_tokens
-            )
-
-    train(config, on_step=after_step)
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    result["effective_prompt_ratio"] = fmean(r["batch/effective_prompt_ratio"] for r in rows)
-    result["final_high"] = rows[-1].get(f"curriculum/{ENV}/high")
-    write_text_atomically(done, json.dumps(result, indent=1))
-    return result
+    return Experiment(
+        name="multiplication",
+        arms=[
+            Arm(arm, (f"+experiment=multiplication_{arm}", "logging.wandb_mode=disabled"))
+            for arm in ARMS
+        ],
+        start=lambda out, seed: sft_model(out),
+        score=score,
+        curves=["batch/effective_prompt_ratio", "reward/mean", "reward/accuracy"],
+        from_metrics=from_metrics,
+        settings={
+            "sft": [SFT_DIFFICULTIES, SFT_PER_DIFFICULTY, SFT_STEPS],
+            "eval": [EVAL_PROBLEMS, EVAL_SEED],
+        },
+    )
 
 
 def highest_solved(accuracy: dict, threshold: float = 0.5) -> int:
@@ -140,37 +111,32 @@ def level_name(level: int) -> str:
     return "none" if level < 0 else str(level)
 
 
-def arms_table(results: list[dict], start: dict) -> str:
-    """Markdown: per arm, mean [min-max] over seeds; first the SFT starting point."""
+def accuracies(scores: dict[str, float]) -> dict[int, float]:
+    return {d: scores[f"acc d={d}"] for d in EVAL_DIFFICULTIES}
+
+
+def arms_table(results: list[RunResult]) -> str:
+    """Markdown: the SFT start (measured by every run before its first step; they agree up to
+    sampling), then per arm, mean [min-max] over seeds."""
     from rlve.cli.compare import mean_and_range
 
     header = ["arm", "seeds", "effective prompt ratio", "highest level with acc >= 0.5 (per seed)",
               *(f"acc d={d}" for d in EVAL_DIFFICULTIES)]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    first = [r for r in results if r.arm == results[0].arm]
+    start = {d: fmean(accuracies(r.before)[d] for r in first) for d in EVAL_DIFFICULTIES}
     cells = ["SFT start", "-", "-", level_name(highest_solved(start))]
-    lines.append(
-        "| " + " | ".join(cells + [f"{start[str(d)]:.2f}" for d in EVAL_DIFFICULTIES]) + " |"
-    )
+    lines.append("| " + " | ".join(cells + [f"{start[d]:.2f}" for d in EVAL_DIFFICULTIES]) + " |")
     for arm in ARMS:
-        runs = [r for r in results if r["arm"] == arm]
+        runs = [r for r in results if r.arm == arm]
         if not runs:
             continue
-        cells = [arm, str(len(runs)), mean_and_range([r["effective_prompt_ratio"] for r in runs]),
-                 ", ".join(level_name(highest_solved(r["accuracy"])) for r in runs)]  # fmt: skip
-        cells += [mean_and_range([r["accuracy"][str(d)] for r in runs]) for d in EVAL_DIFFICULTIES]
+        ratio = mean_and_range([r.summary["effective prompt ratio"] for r in runs])
+        levels = ", ".join(level_name(highest_solved(accuracies(r.after))) for r in runs)
+        cells = [arm, str(len(runs)), ratio, levels]
+        cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in EVAL_DIFFICULTIES]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def plot(out: Path, seeds: list[int]) -> list[Path]:
-    from rlve.cli.compare import plot_arms
-
-    arms = {arm: [out / arm / f"seed{s}" for s in seeds] for arm in ARMS}
-    paths = [plot_arms(arms, ["batch/effective_prompt_ratio", "reward/mean", "reward/accuracy"],
-                       out / "arms.png", smooth=3)]  # fmt: skip
-    paths.append(plot_arms({"adaptive": arms["adaptive"]}, [f"curriculum/{ENV}/high"],
-                           out / "adaptive_window.png"))  # fmt: skip
-    return paths
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -180,22 +146,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="runs/curriculum")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    from rlve.rollout.records import write_text_atomically
+    from rlve.cli.compare import plot_arms
 
-    model = sft_model(out)
-    results = []
-    for seed in args.seeds:
-        for arm in ARMS:
-            print(f"\n== {arm}, seed {seed}")
-            results.append(run_arm(model, arm, seed, out / arm / f"seed{seed}"))
-    for path in plot(out, args.seeds):
-        print(f"wrote {path}")
-    table = arms_table(results, sft_accuracy(out, model))
-    write_text_atomically(out / "table.md", table + "\n")
+    out = Path(args.out)
+    results = run_experiment(experiment(), out, args.seeds, table=arms_table)
+    adaptive = [out / "adaptive" / f"seed{s}" for s in args.seeds]
+    window = plot_arms({"adaptive": adaptive}, [f"curriculum/{ENV}/high"],
+                       out / "adaptive_window.png")  # fmt: skip
+    print(f"wrote {window}")
     print(f"\n{ENV}, {len(args.seeds)} seeds, accuracy on {EVAL_PROBLEMS} problems per level:\n")
-    print(table)
+    print(arms_table(results))
 
 
 if __name__ == "__main__":  # vLLM and the verifier pool start processes that re-import this file

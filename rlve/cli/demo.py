@@ -2,24 +2,23 @@
 
 1. The scripted baselines' tic-tac-toe table: the evaluation a model gets (as in the recipe:
    win/draw/loss against a random and an optimal opponent, format, invalid moves).
-2. The tic-tac-toe recipe of `make recipe` (rlve.cli.recipe), shorter and with one seed: SFT of
-   the embedded tiny model on a noisy teacher's games, CISPO steps through vLLM on the CPU
-   (`+experiment=tictactoe_cispo`, scaled down), and the table teacher / SFT student / RL student.
-   The models stay in runs/demo/sft_model and runs/demo/rl/model for scripts/evaluate.py.
+2. The tic-tac-toe recipe of `make recipe` (rlve.cli.recipe) with one seed: SFT of
+   SmolLM2-135M-Instruct on a noisy teacher's games, CISPO steps through vLLM on the CPU
+   (`+experiment=tictactoe_cispo`, scaled down), and the table teacher / SFT student / RL student
+   with a 95% interval for each rate. The models stay in runs/demo/sft_model and
+   runs/demo/cispo/seed0/model for scripts/evaluate.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import rlve
-from rlve.cli.recipe import DEMO, results_table, run_seed, teacher_rows
+from rlve.cli.recipe import DEMO, run
 from rlve.envs.tictactoe import minimax_policy, noisy_minimax_policy, random_policy
 from rlve.rollout import ScriptedEngine
-from rlve.rollout.records import write_text_atomically
 
 OPPONENTS = {"random": 1.0, "optimal": 0.0}
 
@@ -79,15 +78,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     size = replace(DEMO, rl_steps=args.rl_steps)
     out = Path(args.out)
-    print(f"\n== The recipe, short: SFT of the embedded tiny model on a noisy teacher's games, "
-          f"then {size.rl_steps} CISPO steps through vLLM on the CPU")  # fmt: skip
-    teacher = teacher_rows(size)
-    result = {**run_seed(out, size, args.seed), "teacher": teacher}
-    write_text_atomically(out / "result.json", json.dumps(result, indent=1))
-    print(f"\nOne seed ({args.seed}), {size.eval_games} games per opponent, temperature "
-          f"{size.temperature} (make recipe: 3 seeds, longer):\n")  # fmt: skip
-    print(results_table([result]))
-    run_dir = out / "rl"
+    print(f"\n== The recipe, one seed: SFT of {size.model} on a noisy teacher's games, then "
+          f"{size.rl_steps} CISPO steps through vLLM on the CPU")  # fmt: skip
+    run(out, size, [args.seed])
+    run_dir = out / "cispo" / f"seed{args.seed}"
     print(f"\nSFT model:   {out / 'sft_model'}")
     print(f"RL model:    {run_dir / 'model'}")
     print(f"metrics:     {run_dir / 'metrics.jsonl'}")

@@ -33,7 +33,7 @@ from rlve.envs.tictactoe.game import (
 )
 from rlve.envs.tictactoe.prompts import (
     NO_MOVE_REASON,
-    SYSTEM_PROMPT,
+    SYSTEM_PROMPTS,
     final_message,
     invalid_move_message,
     opponent_played_status,
@@ -64,6 +64,8 @@ class PlaySettings:
     """the model's sampling settings (each answer gets its own seed from `seed`)"""
     seed: int = 0
     """seed of the model's sampling and of the random moves played for it"""
+    rules: str = "full"
+    """the system prompt the model was trained with: "full" or "short" (the recipe's)"""
 
     def __post_init__(self):
         if self.model_attempts < 1:
@@ -176,7 +178,7 @@ async def play_game(
 ) -> GameRecord:
     """One game: the model as X through `engine`, the human as O through `input_fn`."""
     board = EMPTY_BOARD
-    messages: list[Message] = [{"role": "system", "content": SYSTEM_PROMPT}]
+    messages: list[Message] = [{"role": "system", "content": SYSTEM_PROMPTS[settings.rules]}]
     record = GameRecord(result="quit", board=board, messages=messages)
     model = ModelPlayer(engine, settings, print_fn)
     print_fn("You play O, the model plays X. Type a free cell's number to move.")
@@ -227,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=128, help="most tokens per answer")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hide-thinking", action="store_true", help="don't show <think> text")
+    parser.add_argument("--rules", choices=sorted(SYSTEM_PROMPTS), default="full",
+                        help="the system prompt it learned with (make recipe: short)")  # fmt: skip
     return parser
 
 
@@ -269,6 +273,7 @@ def main(argv: list[str] | None = None, input_fn: InputFn = input,
             show_thinking=not args.hide_thinking,
             sampling=sampling,
             seed=args.seed,
+            rules=args.rules,
         )
         engine = build_engine(args)
     except (UsageError, ValueError) as exc:

@@ -1,26 +1,28 @@
-"""`make recipe`: the tic-tac-toe recipe end to end on the embedded tiny model, over several seeds.
+"""`make recipe`: the tic-tac-toe recipe end to end on SmolLM2-135M-Instruct, over several seeds.
 
-Per seed: a noisy minimax teacher plays games against the RL opponent range; its won or drawn
-games become SFT data; SFT teaches the tiny model the output contract; CISPO RL through vLLM
-against the mixed opponent (random-move probability stratified over a range, seeded per
-example) makes it stronger. The same games, against the optimal and against the random opponent,
-are played by the teacher, by the SFT student (on the run's engine before the first RL step) and
-by the RL student (after the last step), at the same decoding settings. The result is a table:
-teacher / SFT student / RL student x (vs optimal W/D/L, vs random W/D/L, invalid %, format %), as
-the mean and range over seeds. Each finished seed is written to `<out>/seed<N>/result.json`; a run
-started again skips the seeds it already has.
+A noisy minimax teacher plays games against the RL opponent range; its won or drawn games become
+SFT data; SFT teaches the student the output contract and the teacher's play (one student,
+shared by every seed); CISPO RL through vLLM against the mixed opponent (random-move probability
+stratified over a range, seeded per example) makes it stronger, once per seed. The same games,
+against the optimal and against the random opponent, are played by the teacher, by the SFT
+student (on each run's engine before its first step) and by the RL student (after its last),
+at the same decoding settings. The table: teacher / SFT student / RL student x (vs optimal
+W/D/L, vs random W/D/L, invalid moves, format), the mean and range over seeds, or with one seed
+each rate with its 95% interval. `rlve.cli.experiment` runs the seeds: started again, it skips
+the ones already done.
 
     python -m rlve.cli.recipe --seeds 0 1 2 --out runs/recipe
+    python -m rlve.cli.recipe --model tiny --out runs/recipe_tiny   # the embedded model's sizes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
 
 STAGES = ("teacher", "sft", "rl")
 STAGE_NAMES = {"teacher": "teacher", "sft": "SFT student", "rl": "RL student"}
@@ -28,30 +30,40 @@ OPPONENTS = {"optimal": 0.0, "random": 1.0}
 """evaluation opponents: their random-move probability"""
 EVAL_DATA_SEED = 12_345
 """seed of the evaluation games: never a training seed, the same for every stage and seed"""
+TEACHER_SEED = 0
+"""seed of the teacher's SFT games (one SFT student serves every RL seed)"""
 
 
 @dataclass(frozen=True)
 class RecipeSize:
-    """How much of everything one seed of the recipe plays and trains."""
+    """The model, and how much of everything the recipe plays and trains."""
 
-    teacher_noise: float = 0.3
-    """share of the teacher's moves played at random (the rest are minimax moves)"""
-    teacher_games: int = 1000
+    model: str = "smollm2-135m"
+    """the student: a built-in name, a directory or a hub id"""
+    dtype: str = "bfloat16"
+    """compute dtype of the trainer (float32 weights either way) and of vLLM"""
+    rules: str = "short"
+    """the tic-tac-toe system prompt: 'short' has the same rules in half the tokens"""
+    teacher_noise: float = 0.5
+    """share of the teacher's moves played at random (the rest are minimax moves). At 0.5 the
+    teacher draws 42% of its games against the optimal opponent: beatable, where a perfect one
+    (noise 0, every game drawn) could only be matched"""
+    teacher_games: int = 600
     """games the teacher plays; the won and drawn ones (with every turn well formed) are kept"""
-    sft_steps: int = 400
+    sft_steps: int = 60
     """SFT optimizer steps (full fine-tuning, cosine schedule, 10% warm-up)"""
-    sft_lr: float = 5e-3
+    sft_lr: float = 3e-5
     """SFT peak learning rate"""
-    sft_batch: int = 16
+    sft_batch: int = 8
     """games per SFT step"""
-    rl_steps: int = 20
-    """CISPO steps (full fine-tuning: LoRA buys nothing on a 1M-parameter model)"""
-    rl_lr: float = 2e-4
+    rl_steps: int = 15
+    """CISPO steps (full fine-tuning: LoRA is no faster on the CPU, see docs/benchmarks.md)"""
+    rl_lr: float = 3e-5
     """RL learning rate"""
-    groups_per_step: int = 16
+    groups_per_step: int = 8
     """problems per RL step; each is played group_size times"""
     group_size: int = 8
-    """rollouts per problem (128 games per step in all)"""
+    """rollouts per problem"""
     min_random_move_prob: float = 0.2
     """the RL (and teacher) opponent's random-move probability range, stratified per example"""
     max_random_move_prob: float = 0.7
@@ -62,156 +74,147 @@ class RecipeSize:
     invalid_penalty: str = "per_move"
     """the RL rubric's invalid-move penalty: 'per_move' (-0.1 each; measured better, see
     docs/results.md) or 'flat' (-0.1 once per game, the seed's rubric)"""
+    async_level: int = 0
+    """1 overlaps sampling with training; on two shared cores that is slower (benchmarks.md)"""
     eval_games: int = 200
     """games per opponent in each evaluation"""
 
 
 RECIPE = RecipeSize()
-"""`make recipe`: about 12 minutes per seed on two CPU cores"""
-DEMO = replace(RECIPE, teacher_games=600, sft_steps=300, rl_steps=10, eval_games=100)
-"""`make demo`: one seed, shorter"""
-
-
-def teacher_rows(size: RecipeSize) -> dict[str, dict[str, float]]:
-    """The teacher's evaluation summary against each opponent (scripted: no model needed)."""
-    from rlve.envs.tictactoe import noisy_minimax_policy
-    from rlve.inference.scripted import ScriptedEngine
-
-    engine = ScriptedEngine(noisy_minimax_policy(size.teacher_noise))
-    return evaluate_all(engine, size)
+"""`make recipe`: SmolLM2-135M-Instruct"""
+DEMO = replace(RECIPE, rl_steps=RECIPE.rl_steps)
+"""`make demo`: one seed of the recipe"""
+TINY = RecipeSize(model="tiny", dtype="float32", rules="full", teacher_noise=0.3,
+                  teacher_games=1000, sft_steps=400, sft_lr=5e-3, sft_batch=16, rl_steps=20,
+                  rl_lr=2e-4, groups_per_step=16)  # fmt: skip
+"""the embedded tiny model (it does not learn which cells are free: docs/results.md section 2)"""
+SIZES = {"smollm2-135m": RECIPE, "tiny": TINY}
 
 
 def evaluation_env(opponent: str, size: RecipeSize):
     from rlve.envs import load_environment
 
     prob = OPPONENTS[opponent]
-    return load_environment(
-        "tictactoe",
-        num_examples=size.eval_games,
-        seed=EVAL_DATA_SEED,
-        min_random_move_prob=prob,
-        max_random_move_prob=prob,
-    )
+    return load_environment("tictactoe", num_examples=size.eval_games, seed=EVAL_DATA_SEED,
+                            min_random_move_prob=prob, max_random_move_prob=prob,
+                            rules=size.rules)  # fmt: skip
 
 
-def evaluate_all(engine, size: RecipeSize) -> dict[str, dict[str, float]]:
-    """Play `eval_games` games against each opponent; opponent -> summary."""
+def evaluate_all(engine, size: RecipeSize) -> dict[str, float]:
+    """Play `eval_games` games against each opponent: "<opponent>/<metric>" -> value."""
     from rlve.evaluation import evaluate
     from rlve.inference.engine import SamplingConfig
 
     sampling = SamplingConfig(temperature=size.temperature, max_tokens=size.max_tokens)
-    return {
-        opponent: evaluate(
-            evaluation_env(opponent, size), engine, size.eval_games, seed=0, sampling=sampling
-        ).summary
-        for opponent in OPPONENTS
-    }
+    scores = {}
+    for opponent in OPPONENTS:
+        env = evaluation_env(opponent, size)
+        summary = evaluate(env, engine, size.eval_games, seed=0, sampling=sampling).summary
+        scores.update({f"{opponent}/{name}": value for name, value in summary.items()})
+    return scores
 
 
-SFT_FIELDS = ("teacher_noise", "teacher_games", "sft_steps", "sft_lr", "sft_batch",
-              "min_random_move_prob", "max_random_move_prob")  # fmt: skip
-"""the sizes an SFT student depends on: with the same ones (and seed) it is reused"""
+def teacher_scores(out: Path, size: RecipeSize) -> dict[str, float]:
+    """The teacher's evaluation (scripted: no model), written once to teacher.json."""
+    from rlve.envs.tictactoe import noisy_minimax_policy
+    from rlve.inference.scripted import ScriptedEngine
+    from rlve.rollout.records import write_text_atomically
+
+    path = out / "teacher.json"
+    settings = [size.teacher_noise, size.eval_games, size.rules]
+    if path.exists() and json.loads(path.read_text())["settings"] == settings:
+        return json.loads(path.read_text())["scores"]
+    scores = evaluate_all(ScriptedEngine(noisy_minimax_policy(size.teacher_noise)), size)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, json.dumps({"settings": settings, "scores": scores}, indent=1))
+    return scores
 
 
-def sft_student(out: Path, size: RecipeSize, seed: int) -> tuple[Path, dict[str, float]]:
-    """Teacher games -> SFT data -> the SFT student's model directory, and what it took.
-    A student already in `out` made with the same SFT sizes is reused."""
+SFT_FIELDS = ("model", "dtype", "rules", "teacher_noise", "teacher_games", "sft_steps", "sft_lr",
+              "sft_batch", "min_random_move_prob", "max_random_move_prob")  # fmt: skip
+"""the sizes the SFT student depends on: with the same ones it is reused"""
+
+
+def sft_student(out: Path, size: RecipeSize) -> Path:
+    """Teacher games -> SFT data -> the SFT student's model directory (`out/sft_model`). A
+    student already there made with the same SFT sizes is reused."""
     from rlve.config import TrainerConfig
     from rlve.models import load_tokenizer
     from rlve.rollout.records import write_text_atomically
     from rlve.training.sft import SftSequence, save_examples, sft_warmup, tictactoe_teacher_data
 
     settings = {name: getattr(size, name) for name in SFT_FIELDS}
-    info_path = out / "sft_info.json"
-    if info_path.exists() and (out / "sft_model" / "config.json").exists():
-        saved = json.loads(info_path.read_text())
-        if saved.pop("settings") == settings:
-            print(f"SFT student: {out / 'sft_model'} (already there)")
-            return out / "sft_model", saved
-
+    info_path, model_dir = out / "sft_info.json", out / "sft_model"
+    if info_path.exists() and (model_dir / "config.json").exists():
+        if json.loads(info_path.read_text())["settings"] == settings:
+            print(f"SFT student: {model_dir} (already there)")
+            return model_dir
     games, summary = tictactoe_teacher_data(
-        load_tokenizer("tiny"),
-        size.teacher_games,
-        noise=size.teacher_noise,
-        seed=seed,
-        min_random_move_prob=size.min_random_move_prob,
-        max_random_move_prob=size.max_random_move_prob,
-    )
+        load_tokenizer(size.model), size.teacher_games, noise=size.teacher_noise,
+        seed=TEACHER_SEED, min_random_move_prob=size.min_random_move_prob,
+        max_random_move_prob=size.max_random_move_prob, rules=size.rules,
+    )  # fmt: skip
     save_examples(out / "sft_data.jsonl", games)
-    config = TrainerConfig(model="tiny", lr=size.sft_lr, max_steps=size.sft_steps,
-                           lr_schedule="cosine", warmup_steps=max(1, size.sft_steps // 10),
-                           seed=seed)  # fmt: skip
+    config = TrainerConfig(
+        model=size.model, dtype=size.dtype, lr=size.sft_lr, max_steps=size.sft_steps,
+        lr_schedule="cosine", warmup_steps=max(1, size.sft_steps // 10), seed=TEACHER_SEED,
+    )  # fmt: skip
     sequences = [SftSequence.of(g) for g in games]
-    path, losses = sft_warmup(sequences, config, out / "sft_model", size.sft_batch, seed=seed)
+    path, losses = sft_warmup(sequences, config, model_dir, size.sft_batch, seed=TEACHER_SEED)
     info = {"kept_games": len(games), "teacher_reward": summary["reward/mean"],
             "sft_loss_first": losses[0], "sft_loss_last": losses[-1]}  # fmt: skip
     print(f"teacher (minimax, {size.teacher_noise:.0%} noise): kept {len(games)} of "
           f"{size.teacher_games} games; SFT {size.sft_steps} steps, loss {losses[0]:.3f} -> "
           f"{losses[-1]:.3f}; model: {path}")  # fmt: skip
     write_text_atomically(info_path, json.dumps({**info, "settings": settings}, indent=1))
-    return path, info
+    return path
 
 
-def rl_overrides(model: Path, run_dir: Path, size: RecipeSize, seed: int) -> list[str]:
-    """The recipe's RL run: `+experiment=tictactoe_cispo`, scaled for two CPU cores."""
-    return [
+def rl_overrides(size: RecipeSize) -> tuple[str, ...]:
+    """The recipe's RL run: `+experiment=tictactoe_cispo`, scaled for two CPU cores (the model,
+    seeds and output directory come from the experiment runner)."""
+    return (
         "+experiment=tictactoe_cispo",
-        f"trainer.model={model}",
+        f"trainer.dtype={size.dtype}",
+        f"inference.dtype={size.dtype}",
         f"trainer.max_steps={size.rl_steps}",
         f"trainer.lr={size.rl_lr}",
         f"trainer.temperature={size.temperature}",
-        f"trainer.seed={seed}",
         "trainer.lora.enabled=false",
         f"rollout.groups_per_step={size.groups_per_step}",
         f"rollout.group_size={size.group_size}",
         f"rollout.max_tokens={size.max_tokens}",
-        f"env.seed={seed}",
-        f"+env.args.tictactoe.seed={seed}",
+        f"rollout.async_level={size.async_level}",
         f"env.args.tictactoe.min_random_move_prob={size.min_random_move_prob}",
         f"env.args.tictactoe.max_random_move_prob={size.max_random_move_prob}",
         f"+env.args.tictactoe.invalid_penalty={size.invalid_penalty}",
-        f"inference.seed={seed}",
+        f"+env.args.tictactoe.rules={size.rules}",
+        "inference.max_model_len=1024",
         f"save_every={size.rl_steps}",
-        f"output_dir={run_dir}",
-        f"run_name=recipe_seed{seed}",
-    ]
+        "logging.wandb_mode=disabled",
+    )
 
 
-def run_seed(out: Path, size: RecipeSize, seed: int) -> dict:
-    """One seed of the recipe: SFT, then RL with the student evaluated before and after."""
-    from rlve.loop import train
-    from rlve.train import load_run_config
-
-    shutil.rmtree(out / "rl", ignore_errors=True)  # an unfinished seed keeps only its SFT student
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    model, info = sft_student(out, size, seed)
-    evaluations: dict[str, dict] = {}
-
-    def before_first_step(trainer, engine) -> None:
-        evaluations["sft"] = evaluate_all(engine, size)
-        print_stage("SFT student", evaluations["sft"])
-
-    def after_step(step, trainer, engine, metrics) -> None:
-        if step == size.rl_steps:
-            evaluations["rl"] = evaluate_all(engine, size)
-            print_stage("RL student", evaluations["rl"])
-
-    overrides = rl_overrides(model, out / "rl", size, seed)
-    print("python -m rlve.train " + " ".join(overrides))
-    train(load_run_config(overrides), on_step=after_step, on_start=before_first_step)
-    return {"seed": seed, "size": asdict(size), **info, **evaluations,
-            "minutes": (time.perf_counter() - started) / 60}  # fmt: skip
+def experiment(size: RecipeSize) -> Experiment:
+    """One arm (CISPO) per seed from the shared SFT student, evaluated before and after."""
+    return Experiment(
+        name="tictactoe",
+        arms=[Arm("cispo", rl_overrides(size))],
+        start=lambda out, seed: sft_student(out, size),
+        score=lambda engine, config, seed: evaluate_all(engine, size),
+        curves=TRAINING_METRICS,
+        settings=asdict(size),
+    )
 
 
-def print_stage(name: str, rows: dict[str, dict[str, float]]) -> None:
-    parts = [f"vs {opp} {wdl(rows[opp])} invalid {100 * rows[opp]['game/invalid']:.1f}%"
+def print_stage(name: str, scores: dict[str, float]) -> None:
+    parts = [f"vs {opp} {wdl(scores, opp)} invalid {100 * scores[f'{opp}/game/invalid']:.1f}%"
              for opp in OPPONENTS]  # fmt: skip
-    print(f"{name}: " + "; ".join(parts))
+    print(f"{name}: " + "; ".join(parts), flush=True)
 
 
-def wdl(summary: dict[str, float]) -> str:
-    return "/".join(f"{100 * summary[f'game/{k}']:.1f}" for k in ("win", "draw", "loss"))
+def wdl(scores: dict[str, float], opponent: str) -> str:
+    return "/".join(f"{100 * scores[f'{opponent}/game/{k}']:.1f}" for k in ("win", "draw", "loss"))
 
 
 # ---------------------------------------------------------------- the table
@@ -227,71 +230,65 @@ TABLE_COLUMNS = (
 """(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage)"""
 
 
-def cell(values: list[float], scale: float = 100) -> str:
-    """`scale` x the mean over seeds, with the range when there are several."""
+def cell(values: list[float], scale: float, games: int | None) -> str:
+    """`scale` x the mean over seeds with its [min-max]; one seed alone with its 95% interval
+    (Wilson, over `games` games) in parentheses when the value is a rate."""
     from rlve.cli.compare import mean_and_range
+    from rlve.evaluation import wilson_interval
 
-    scaled = [scale * v for v in values]
     digits = 1 if scale == 100 else 2
-    return f"{scaled[0]:.{digits}f}" if len(values) == 1 else mean_and_range(scaled, digits=digits)
+    if len(values) > 1 or games is None or scale != 100:
+        return mean_and_range([scale * v for v in values], digits=digits)
+    low, high = wilson_interval(values[0], games)
+    return f"{100 * values[0]:.1f} ({100 * low:.0f}-{100 * high:.0f})"
 
 
-def stage_cells(results: list[dict], stage: str) -> list[str]:
-    def values(opponent: str, metric: str) -> list[float]:
-        return [r[stage][opponent][f"game/{metric}"] for r in results]
-
-    cells = []
-    for _, opponent, metrics, scale in TABLE_COLUMNS:
-        opponents = (opponent,) if opponent else tuple(OPPONENTS)
-        cells.append(" / ".join(cell(values(o, m), scale) for o in opponents for m in metrics))
-    return cells
+def stage_values(stage: str, results: list[RunResult], teacher: dict[str, float]):
+    if stage == "teacher":
+        return lambda key: [teacher[key]]
+    return lambda key: [(r.before if stage == "sft" else r.after)[key] for r in results]
 
 
-def results_table(results: list[dict]) -> str:
-    """Markdown: one row per stage, mean [min-max] over the seeds' results."""
+def results_table(results: list[RunResult], teacher: dict[str, float], games: int) -> str:
+    """Markdown: one row per stage, mean [min-max] over the seeds' results (the teacher is
+    scripted: one row of its own evaluation)."""
     header = ["model", *(title for title, *_ in TABLE_COLUMNS)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for stage in STAGES:
-        lines.append("| " + " | ".join([STAGE_NAMES[stage], *stage_cells(results, stage)]) + " |")
+        values = stage_values(stage, results, teacher)
+        cells = []
+        for _, opponent, metrics, scale in TABLE_COLUMNS:
+            opponents = (opponent,) if opponent else tuple(OPPONENTS)
+            cells.append(" / ".join(cell(values(f"{o}/game/{m}"), scale, games)
+                                    for o in opponents for m in metrics))  # fmt: skip
+        lines.append("| " + " | ".join([STAGE_NAMES[stage], *cells]) + " |")
     return "\n".join(lines)
 
 
 TRAINING_METRICS = ["reward/mean", "game/invalid", "game/invalid_moves", "game/draw", "game/win",
                     "train/clip_frac", "train/ratio_max"]  # fmt: skip
-"""the RL runs' curves drawn by `plot_training`"""
+"""the RL runs' curves drawn in training.png"""
 
 
-def plot_training(out: Path, seeds: list[int]) -> Path:
-    """The RL runs' metrics over steps: mean line and min-max band over seeds."""
-    from rlve.cli.compare import plot_arms
-
-    runs = [out / f"seed{seed}" / "rl" for seed in seeds]
-    return plot_arms({"CISPO": runs}, TRAINING_METRICS, out / "training.png", smooth=3)
-
-
-def run(out: Path, size: RecipeSize, seeds: list[int]) -> list[dict]:
-    """Every seed (skipping those already done), then the table over all of them."""
+def run(out: Path, size: RecipeSize, seeds: list[int]) -> list[RunResult]:
+    """The teacher's evaluation, the SFT student, every seed's RL run; then the table."""
     from rlve.rollout.records import write_text_atomically
 
-    teacher = teacher_rows(size)
+    teacher = teacher_scores(out, size)
     print_stage(f"teacher (minimax, {size.teacher_noise:.0%} noise)", teacher)
-    results = []
-    for seed in seeds:
-        path = out / f"seed{seed}" / "result.json"
-        if path.exists() and json.loads(path.read_text())["size"] == asdict(size):
-            print(f"\n== seed {seed}: already done ({path})")
-            results.append(json.loads(path.read_text()))
-            continue
-        print(f"\n== seed {seed}")
-        result = {**run_seed(path.parent, size, seed), "teacher": teacher}
-        write_text_atomically(path, json.dumps(result, indent=1))
-        results.append(result)
-    table = results_table(results)
-    write_text_atomically(out / "table.md", table + "\n")
-    print(f"wrote {plot_training(out, seeds)}")
-    print(f"\nTic-tac-toe recipe, {len(seeds)} seed(s) {seeds}, {size.eval_games} games per "
-          f"opponent, temperature {size.temperature}: mean [min-max] over seeds\n")  # fmt: skip
-    print(table)
+
+    def table(results: list[RunResult]) -> str:
+        return results_table(results, teacher, size.eval_games)
+
+    results = run_experiment(experiment(size), out, seeds, table=table)
+    for result in results:
+        print_stage(f"seed {result.seed}, SFT student", result.before)
+        print_stage(f"seed {result.seed}, RL student", result.after)
+    write_text_atomically(out / "table.md", table(results) + "\n")
+    print(f"\nTic-tac-toe recipe, {size.model}, {len(seeds)} seed(s) {seeds}, {size.eval_games} "
+          f"games per opponent, temperature {size.temperature}: "
+          f"{'mean [min-max] over seeds' if len(seeds) > 1 else '95% intervals'}\n")  # fmt: skip
+    print(table(results))
     return results
 
 
@@ -301,11 +298,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="runs/recipe")
+    parser.add_argument("--model", choices=sorted(SIZES), default="smollm2-135m",
+                        help="the student, with the sizes made for it")  # fmt: skip
     parser.add_argument("--invalid-penalty", choices=("flat", "per_move"),
-                        default=RECIPE.invalid_penalty,
                         help="the RL rubric's invalid-move penalty")  # fmt: skip
     args = parser.parse_args(argv)
-    run(Path(args.out), replace(RECIPE, invalid_penalty=args.invalid_penalty), args.seeds)
+    size = SIZES[args.model]
+    if args.invalid_penalty:
+        size = replace(size, invalid_penalty=args.invalid_penalty)
+    run(Path(args.out), size, args.seeds)
 
 
 if __name__ == "__main__":  # vLLM starts worker processes that re-import this file

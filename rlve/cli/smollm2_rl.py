@@ -7,19 +7,19 @@
    an example in the system prompt), so without it every reward would be the format penalty and
    RL would have nothing to compare. The data is the environment's own reference answers.
 2. Per seed: `python -m rlve.train +experiment=sorting_smollm2` from that model (the command is
-   printed). On the run's own engine, before the first step and after the last: a held-out
-   evaluation at difficulty 0 (trained) and 1 (not trained), on problems from a seed no run
-   trains on, the same for every run, at the training temperature.
-3. A table (mean [min-max] over seeds) and the training curves. Finished seeds are skipped when
-   the command is started again.
+   printed; the run is in <out>/CISPO/seed<N>). On the run's own engine, before the first step
+   and after the last: a held-out evaluation at difficulty 0 (trained) and 1 (not trained), on
+   problems from a seed no run trains on, the same for every run, at the training temperature.
+3. A table (mean [min-max] over seeds) and the training curves (rlve.cli.experiment). Finished
+   seeds are skipped when the command is started again.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 from pathlib import Path
+
+from rlve.cli.experiment import Arm, Experiment, run_experiment, scores_table
 
 ENV = "rlve/sorting"
 BASE_MODEL = "smollm2-135m"
@@ -70,48 +70,24 @@ def held_out_scores(engine, temperature: float, max_tokens: int, seed: int) -> d
     return scores
 
 
-def run_seed(model: Path, seed: int, run_dir: Path) -> dict:
-    """One RL run; its held-out scores before the first step and after the last."""
-    from rlve.loop import train
-    from rlve.rollout.records import write_text_atomically
-    from rlve.train import load_run_config
+EXPERIMENT_SETTINGS = {"sft": [SFT_PER_DIFFICULTY, SFT_STEPS, SFT_BATCH, SFT_LR],
+                       "eval": EVAL_PROBLEMS, "eval_seed": EVAL_SEED}  # fmt: skip
 
-    done = run_dir / "result.json"
-    if done.exists():
-        return json.loads(done.read_text())
-    shutil.rmtree(run_dir, ignore_errors=True)
-    overrides = ["+experiment=sorting_smollm2", f"trainer.model={model}", f"trainer.seed={seed}",
-                 f"env.seed={seed}", f"inference.seed={seed}", f"output_dir={run_dir}",
-                 f"run_name=sorting_smollm2_seed{seed}", "logging.wandb_mode=disabled"]  # fmt: skip
-    print("python -m rlve.train " + " ".join(overrides))
-    config = load_run_config(overrides)
-    result: dict = {"seed": seed}
 
-    def score(engine) -> dict[str, float]:
+def experiment() -> Experiment:
+    """One arm, `+experiment=sorting_smollm2`, from the shared SFT model."""
+
+    def score(engine, config, seed: int) -> dict[str, float]:
         return held_out_scores(engine, config.trainer.temperature, config.rollout.max_tokens, seed)
 
-    def before_first_step(trainer, engine) -> None:
-        result["before"] = score(engine)
-
-    def after_step(step, trainer, engine, metrics) -> None:
-        if step == config.trainer.max_steps:
-            result["after"] = score(engine)
-
-    train(config, on_step=after_step, on_start=before_first_step)
-    write_text_atomically(done, json.dumps(result, indent=1))
-    return result
-
-
-def before_after_table(results: list[dict]) -> str:
-    """Markdown: one row per held-out score, before and after RL, mean [min-max] over seeds."""
-    from rlve.cli.compare import mean_and_range
-
-    lines = ["| held-out score | before RL (SFT) | after RL |", "|---|---|---|"]
-    for key in results[0]["before"]:
-        before = mean_and_range([r["before"][key] for r in results])
-        after = mean_and_range([r["after"][key] for r in results])
-        lines.append(f"| {key} | {before} | {after} |")
-    return "\n".join(lines)
+    return Experiment(
+        name="sorting_smollm2",
+        arms=[Arm("CISPO", ("+experiment=sorting_smollm2", "logging.wandb_mode=disabled"))],
+        start=lambda out, seed: sft_model(out),
+        score=score,
+        curves=["reward/mean", "reward/accuracy", "reward/format_score"],
+        settings=EXPERIMENT_SETTINGS,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,25 +97,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="runs/smollm2")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    from rlve.cli.compare import plot_arms
-    from rlve.rollout.records import write_text_atomically
-
-    model = sft_model(out)
-    results = []
-    for seed in args.seeds:
-        print(f"\n== seed {seed}")
-        results.append(run_seed(model, seed, out / f"seed{seed}"))
-    runs = {"CISPO": [out / f"seed{s}" for s in args.seeds]}
-    print("wrote", plot_arms(runs, ["reward/mean", "reward/accuracy", "reward/format_score"],
-                             out / "training.png"))  # fmt: skip
-    table = before_after_table(results)
-    write_text_atomically(out / "table.md", table + "\n")
+    results = run_experiment(experiment(), Path(args.out), args.seeds)
     sizes = ", ".join(f"{n} at d={d}" for d, n in EVAL_PROBLEMS.items())
-    print(
-        f"\n{BASE_MODEL} on {ENV}, {len(args.seeds)} seeds, held-out problems: {sizes}\n\n{table}"
-    )
+    print(f"\n{BASE_MODEL} on {ENV}, {len(args.seeds)} seeds, held-out problems: {sizes}\n")
+    print(scores_table(results))
 
 
 if __name__ == "__main__":  # vLLM and the verifier pool start processes that re-import this file

@@ -1,0 +1,150 @@
+"""One runner for multi-seed experiments: arms of RL runs from a starting model, over seeds.
+
+An `Experiment` names its arms (each a list of `python -m rlve.train` overrides), how a seed's
+starting model is made (an SFT warm-up, cached by whoever makes it), and what is measured on the
+run's own engine before the first step and after the last (`score`). `run_experiment` runs every
+(arm, seed) into `<out>/<arm>/seed<N>`, printing each command, and writes its `result.json`
+atomically; started again, it skips the runs whose result was made with the same settings. It
+then writes `<out>/table.md` (mean [min-max] over seeds) and `<out>/training.png` (mean line and
+min-max band per arm). The next experiment is an `Experiment`, not a copy of this loop.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Scores = dict[str, float]
+"""what an evaluation measured: a flat name -> number dict"""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of training, run once per seed."""
+
+    name: str
+    """its label in tables and plots, and its folder under the experiment's directory"""
+    overrides: tuple[str, ...]
+    """`python -m rlve.train` overrides (the model, seeds and output directory are added)"""
+
+
+@dataclass
+class Experiment:
+    """What to run and measure; `run_experiment` does the rest."""
+
+    name: str
+    """the run names' prefix"""
+    arms: list[Arm]
+    start: Callable[[Path, int], Path]
+    """(experiment directory, seed) -> the model directory every arm of that seed starts from"""
+    score: Callable[[Any, Any, int], Scores]
+    """(engine, the run's RunConfig, seed) -> held-out scores, taken before and after training"""
+    curves: list[str]
+    """metrics.jsonl names drawn over steps in training.png"""
+    from_metrics: Callable[[list[dict]], Scores] = lambda rows: {}
+    """numbers of a whole run read from its metrics rows (e.g. the mean effective prompt ratio)"""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """whatever else decides a result (SFT sizes...): a result made with other settings is redone"""
+
+
+@dataclass
+class RunResult:
+    arm: str
+    seed: int
+    before: Scores
+    after: Scores
+    summary: Scores
+    minutes: float
+    settings: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path) -> RunResult:
+        return cls(**json.loads(path.read_text()))
+
+
+def run_overrides(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: Path):
+    return [*arm.overrides, f"trainer.model={model}", f"trainer.seed={seed}", f"env.seed={seed}",
+            f"inference.seed={seed}", f"output_dir={run_dir}",
+            f"run_name={experiment.name}_{arm.name}_seed{seed}"]  # fmt: skip
+
+
+def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: Path) -> RunResult:
+    """One training run: scored on its own engine before the first step and after the last."""
+    from rlve.loop import train
+    from rlve.rollout.records import write_text_atomically
+    from rlve.train import load_run_config
+
+    settings = {"overrides": list(arm.overrides), "model": str(model), **experiment.settings}
+    settings = json.loads(json.dumps(settings))  # as the result file holds them (lists, str keys)
+    done = run_dir / "result.json"
+    if done.exists() and RunResult.load(done).settings == settings:
+        print(f"{arm.name}, seed {seed}: already done ({done})")
+        return RunResult.load(done)
+    shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished or outdated run starts afresh
+    overrides = run_overrides(experiment, arm, model, seed, run_dir)
+    print("python -m rlve.train " + " ".join(overrides), flush=True)
+    config = load_run_config(overrides)
+    started = time.perf_counter()
+    scores: dict[str, Scores] = {}
+
+    def before_first_step(trainer, engine) -> None:
+        scores["before"] = experiment.score(engine, config, seed)
+
+    def after_step(step, trainer, engine, metrics) -> None:
+        if step == config.trainer.max_steps:
+            scores["after"] = experiment.score(engine, config, seed)
+
+    train(config, on_step=after_step, on_start=before_first_step)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    result = RunResult(arm.name, seed, scores["before"], scores["after"],
+                       experiment.from_metrics(rows), (time.perf_counter() - started) / 60,
+                       settings)  # fmt: skip
+    write_text_atomically(done, json.dumps(result.__dict__, indent=1))
+    return result
+
+
+def run_experiment(
+    experiment: Experiment, out: Path, seeds: Sequence[int], table: Callable | None = None
+) -> list[RunResult]:
+    """Every arm for every seed (finished ones skipped), then table.md and training.png.
+    `table(results) -> markdown` replaces the default `scores_table`."""
+    from rlve.cli.compare import plot_arms
+    from rlve.rollout.records import write_text_atomically
+
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for seed in seeds:
+        print(f"\n== seed {seed}", flush=True)
+        model = experiment.start(out, seed)
+        for arm in experiment.arms:
+            results.append(run_one(experiment, arm, model, seed, out / arm.name / f"seed{seed}"))
+    markdown = (table or scores_table)(results)
+    write_text_atomically(out / "table.md", markdown + "\n")
+    runs = {arm.name: [out / arm.name / f"seed{s}" for s in seeds] for arm in experiment.arms}
+    print(f"wrote {plot_arms(runs, experiment.curves, out / 'training.png', smooth=3)}")
+    return results
+
+
+def scores_table(results: Sequence[RunResult], digits: int = 2) -> str:
+    """Markdown: one row per score, a column before training (the first arm's runs: every arm of
+    a seed starts from the same model) and one after per arm, each mean [min-max] over seeds;
+    then the runs' own summary numbers."""
+    from rlve.cli.compare import mean_and_range
+
+    arms = list(dict.fromkeys(r.arm for r in results))
+    lines = ["| score | start | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+    for key in results[0].before:
+        start = mean_and_range([r.before[key] for r in results if r.arm == arms[0]], digits)
+        after = [mean_and_range([r.after[key] for r in results if r.arm == a], digits)
+                 for a in arms]  # fmt: skip
+        lines.append(f"| {key} | {start} | " + " | ".join(after) + " |")
+    for key in results[0].summary:
+        values = [mean_and_range([r.summary[key] for r in results if r.arm == a], digits)
+                  for a in arms]  # fmt: skip
+        lines.append(f"| {key} | - | " + " | ".join(values) + " |")
+    return "\n".join(lines)

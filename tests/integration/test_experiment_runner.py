@@ -1,0 +1,54 @@
+"""The multi-seed runner: every (arm, seed) run scored before and after, a table and a plot, and a
+second start that redoes only what changed. The scripted engine plays; the tiny model trains."""
+
+import json
+
+import pytest
+import test_loop  # tests/integration is on sys.path
+
+import rlve
+from rlve.cli.experiment import Arm, Experiment, run_experiment
+
+
+def experiment(steps: int, starts: list[int]) -> Experiment:
+    def start(out, seed):
+        starts.append(seed)
+        return "tiny"
+
+    def score(engine, config, seed):
+        env = rlve.load_environment("tictactoe", num_examples=4, seed=99)
+        summary = rlve.evaluate(env, engine, 4, seed=seed).summary
+        return {"reward": summary["reward/mean"], "steps": float(config.trainer.max_steps)}
+
+    overrides = (*test_loop.FAST, f"trainer.max_steps={steps}", f"save_every={steps}")
+    return Experiment(
+        name="toy",
+        arms=[Arm("a", overrides), Arm("b", (*overrides, "trainer.lr=1e-4"))],
+        start=start,
+        score=score,
+        curves=["reward/mean", "train/loss"],
+        from_metrics=lambda rows: {"last step": float(rows[-1]["step"])},
+    )
+
+
+@pytest.mark.slow
+def test_arms_over_seeds_are_scored_tabled_plotted_and_not_redone(tmp_path):
+    starts: list[int] = []
+    results = run_experiment(experiment(2, starts), tmp_path, [0, 1])
+    assert [(r.arm, r.seed) for r in results] == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    assert starts == [0, 1]
+    assert all(r.after["steps"] == 2.0 and r.summary == {"last step": 2.0} for r in results)
+    saved = json.loads((tmp_path / "b" / "seed1" / "result.json").read_text())
+    assert saved["settings"]["overrides"][-1] == "trainer.lr=1e-4"
+    table = (tmp_path / "table.md").read_text().splitlines()
+    assert table[0] == "| score | start | a | b |"
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| reward", "| steps", "| last step"]
+    assert (tmp_path / "training.png").stat().st_size > 0
+
+    # started again: nothing is trained again; with other settings, every run is
+    metrics = (tmp_path / "a" / "seed0" / "metrics.jsonl").stat().st_mtime_ns
+    again = run_experiment(experiment(2, starts), tmp_path, [0, 1])
+    assert [r.__dict__ for r in again] == [r.__dict__ for r in results]
+    assert (tmp_path / "a" / "seed0" / "metrics.jsonl").stat().st_mtime_ns == metrics
+    changed = run_experiment(experiment(3, starts), tmp_path, [0])
+    assert [r.after["steps"] for r in changed] == [3.0, 3.0]
