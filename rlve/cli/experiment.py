@@ -4,7 +4,8 @@ An `Experiment` names its arms (each a list of `python -m rlve.train` overrides)
 starting model is made (an SFT warm-up, cached by whoever makes it), and what is measured on the
 run's own engine before the first step and after the last (`score`). `run_experiment` runs every
 (arm, seed) into `<out>/<arm>/seed<N>`, printing each command, and writes its `result.json`
-atomically; started again, it skips the runs whose result was made with the same settings. It
+atomically; started again, it skips the runs whose result was made with the same settings and
+resumes one that stopped part-way from its newest checkpoint. It
 then writes `<out>/table.md` (mean [min-max] over seeds) and `<out>/training.png` (mean line and
 min-max band per arm). The next experiment is an `Experiment`, not a copy of this loop.
 """
@@ -74,26 +75,38 @@ def run_overrides(experiment: Experiment, arm: Arm, model: Path, seed: int, run_
 
 
 def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: Path) -> RunResult:
-    """One training run: scored on its own engine before the first step and after the last."""
+    """One training run: scored on its own engine before the first step and after the last.
+
+    A run that stopped part-way (a crash, Ctrl-C) resumes from its newest intact checkpoint
+    with the scores taken before its first step (`started.json`); one made with other settings
+    starts afresh."""
     from rlve.loop import train
     from rlve.rollout.records import write_text_atomically
     from rlve.train import load_run_config
 
     settings = {"overrides": list(arm.overrides), "model": str(model), **experiment.settings}
     settings = json.loads(json.dumps(settings))  # as the result file holds them (lists, str keys)
-    done = run_dir / "result.json"
+    done, started_file = run_dir / "result.json", run_dir / "started.json"
     if done.exists() and RunResult.load(done).settings == settings:
         print(f"{arm.name}, seed {seed}: already done ({done})")
         return RunResult.load(done)
-    shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished or outdated run starts afresh
-    overrides = run_overrides(experiment, arm, model, seed, run_dir)
-    print("python -m rlve.train " + " ".join(overrides), flush=True)
-    config = load_run_config(overrides)
-    started = time.perf_counter()
     scores: dict[str, Scores] = {}
+    overrides = run_overrides(experiment, arm, model, seed, run_dir)
+    config = load_run_config(overrides)
+    if _resumable(run_dir, settings, config.trainer.max_steps):
+        scores["before"] = json.loads(started_file.read_text())["before"]
+        overrides.append("resume=true")
+        config = load_run_config(overrides)
+    else:
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing to resume: start afresh
+    print("python -m rlve.train " + " ".join(overrides), flush=True)
+    began = time.perf_counter()
 
     def before_first_step(trainer, engine) -> None:
-        scores["before"] = experiment.score(engine, config, seed)
+        if "before" not in scores:
+            scores["before"] = experiment.score(engine, config, seed)
+            started = {"settings": settings, "before": scores["before"]}
+            write_text_atomically(started_file, json.dumps(started, indent=1))
 
     def after_step(step, trainer, engine, metrics) -> None:
         if step == config.trainer.max_steps:
@@ -102,10 +115,23 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
     train(config, on_step=after_step, on_start=before_first_step)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     result = RunResult(arm.name, seed, scores["before"], scores["after"],
-                       experiment.from_metrics(rows), (time.perf_counter() - started) / 60,
+                       experiment.from_metrics(rows), (time.perf_counter() - began) / 60,
                        settings)  # fmt: skip
     write_text_atomically(done, json.dumps(result.__dict__, indent=1))
     return result
+
+
+def _resumable(run_dir: Path, settings: dict, max_steps: int) -> bool:
+    """Whether the run in `run_dir` stopped part-way with these settings: its first scores and
+    a checkpoint before its last step are on disk (a run checkpointed at its last step would
+    train no more, so no step would score it after: it starts afresh)."""
+    from rlve.training.checkpoint import intact_checkpoint_for_errors, load_trainer_state
+
+    started = run_dir / "started.json"
+    if not started.exists() or json.loads(started.read_text())["settings"] != settings:
+        return False
+    checkpoint = intact_checkpoint_for_errors(str(run_dir / "checkpoints"))
+    return checkpoint is not None and load_trainer_state(checkpoint)["step"] < max_steps
 
 
 def run_experiment(

@@ -2,9 +2,15 @@
 second start that redoes only what changed. The scripted engine plays; the tiny model trains."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import test_loop  # tests/integration is on sys.path
+from test_chaos import metrics
 
 import rlve
 from rlve.cli.experiment import Arm, Experiment, run_experiment
@@ -52,3 +58,31 @@ def test_arms_over_seeds_are_scored_tabled_plotted_and_not_redone(tmp_path):
     assert (tmp_path / "a" / "seed0" / "metrics.jsonl").stat().st_mtime_ns == metrics
     changed = run_experiment(experiment(3, starts), tmp_path, [0])
     assert [r.after["steps"] for r in changed] == [3.0, 3.0]
+
+
+@pytest.mark.slow
+def test_a_run_killed_part_way_resumes_with_the_scores_it_took_first(tmp_path):
+    """SIGKILL at step 3 of 4 (a checkpoint at step 2): started again, the run goes on from
+    step 2, keeps its first scores, and its metrics are those of a run never stopped."""
+    script = ("import sys; from pathlib import Path; from test_experiment_runner import toy; "
+              "toy(Path(sys.argv[1]), 4)")  # fmt: skip
+    env = {**os.environ, "RLVE_KILL_AT": "rollout@3",
+           "PYTHONPATH": str(Path(__file__).parent)}  # fmt: skip
+    killed = subprocess.run([sys.executable, "-c", script, str(tmp_path / "resumed")], env=env)
+    assert killed.returncode == -signal.SIGKILL
+    run_dir = tmp_path / "resumed" / "a" / "seed0"
+    first = json.loads((run_dir / "started.json").read_text())["before"]
+    assert not (run_dir / "result.json").exists()
+
+    resumed = toy(tmp_path / "resumed", 4)
+    whole = toy(tmp_path / "whole", 4)
+    assert resumed[0].before == first
+    assert resumed[0].after == whole[0].after
+    assert metrics(run_dir) == metrics(tmp_path / "whole" / "a" / "seed0")
+
+
+def toy(out, steps: int):
+    """One arm, one seed, `save_every` 2."""
+    one_arm = experiment(steps, [])
+    one_arm.arms = [Arm("a", (*one_arm.arms[0].overrides, "save_every=2"))]
+    return run_experiment(one_arm, out, [0])
