@@ -55,13 +55,20 @@ class Experiment:
 
 @dataclass
 class RunResult:
+    """One (arm, seed) run as `result.json` holds it."""
+
     arm: str
     seed: int
     before: Scores
+    """`score` on the starting model, before the first step"""
     after: Scores
+    """`score` after the last step"""
     summary: Scores
+    """`from_metrics` of the whole run"""
     minutes: float
+    """wall-clock minutes of the last process that worked on it (a resumed run: since resuming)"""
     settings: dict[str, Any]
+    """what decided it: the arm's overrides, the starting model, the experiment's settings"""
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
