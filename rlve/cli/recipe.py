@@ -58,8 +58,9 @@ class RecipeSize:
     """games per SFT step"""
     rl_steps: int = 15
     """CISPO steps (full fine-tuning: LoRA is no faster on the CPU, see docs/benchmarks.md)"""
-    rl_lr: float = 3e-5
-    """RL learning rate"""
+    rl_lr: float = 2e-5
+    """RL learning rate (at 3e-5 without overlong shaping, answers ran on past their move to
+    the token limit after 7 steps: docs/results.md)"""
     groups_per_step: int = 8
     """problems per RL step; each is played group_size times"""
     group_size: int = 8
@@ -71,6 +72,9 @@ class RecipeSize:
     """sampling temperature of RL and of every evaluation"""
     max_tokens: int = 48
     """most tokens per model turn, in RL and evaluation"""
+    overlong_buffer: int | None = 16
+    """DAPO's overlong shaping in RL: a turn that reaches into the last 16 tokens before
+    max_tokens loses up to 1 (an answer is ~22 tokens); None = off"""
     invalid_penalty: str = "per_move"
     """the RL rubric's invalid-move penalty: 'per_move' (-0.1 each; measured better, see
     docs/results.md) or 'flat' (-0.1 once per game, the seed's rubric)"""
@@ -91,7 +95,7 @@ DEMO = replace(RECIPE, rl_steps=RECIPE.rl_steps)
 """`make demo`: one seed of the recipe"""
 TINY = RecipeSize(model="tiny", dtype="float32", rules="full", teacher_noise=0.3,
                   teacher_games=1000, sft_steps=400, sft_lr=5e-3, sft_batch=16, rl_steps=20,
-                  rl_lr=2e-4, groups_per_step=16)  # fmt: skip
+                  rl_lr=2e-4, groups_per_step=16, overlong_buffer=None)  # fmt: skip
 """the embedded tiny model (it does not learn which cells are free: docs/results.md section 2)"""
 SIZES = {"smollm2-135m": RECIPE, "tiny": TINY}
 
@@ -191,6 +195,7 @@ def rl_overrides(size: RecipeSize) -> tuple[str, ...]:
         f"rollout.groups_per_step={size.groups_per_step}",
         f"rollout.group_size={size.group_size}",
         f"rollout.max_tokens={size.max_tokens}",
+        f"rollout.overlong_buffer={size.overlong_buffer or 'null'}",
         f"rollout.async_level={size.async_level}",
         f"env.args.tictactoe.min_random_move_prob={size.min_random_move_prob}",
         f"env.args.tictactoe.max_random_move_prob={size.max_random_move_prob}",

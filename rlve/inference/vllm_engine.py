@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import getpass
 import logging
 import os
+import tempfile
 import threading
 import time
 import uuid
@@ -312,5 +314,10 @@ def _start_hint(model_path: str, settings: InferenceConfig, exc: Exception) -> s
             f"(now {settings.gpu_memory_utilization})"
         )
     else:
-        advice = "see the error above"
+        cache = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+        advice = (
+            "see the error above; if it is a C++ compile error of torch's inductor ('at::vec' has "
+            "not been declared), a process killed while vLLM compiled left a broken cache: "
+            f"delete {cache} and start again"
+        )
     return f"vLLM failed to start for {model_path!r}: {advice}. ({text})"
