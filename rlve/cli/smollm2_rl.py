@@ -7,7 +7,7 @@
    an example in the system prompt), so without it every reward would be the format penalty and
    RL would have nothing to compare. The data is the environment's own reference answers.
 2. Per seed: `python -m rlve.train +experiment=sorting_smollm2` from that model (the command is
-   printed; the run is in <out>/CISPO/seed<N>). On the run's own engine, before the first step
+   printed; the run is in <out>/cispo/seed<N>). On the run's own engine, before the first step
    and after the last: a held-out evaluation at difficulty 0 (trained) and 1 (not trained), on
    problems from a seed no run trains on, the same for every run, at the training temperature.
 3. A table (mean [min-max] over seeds) and the training curves (rlve.cli.experiment). Finished
@@ -82,7 +82,7 @@ def experiment() -> Experiment:
 
     return Experiment(
         name="sorting_smollm2",
-        arms=[Arm("CISPO", ("+experiment=sorting_smollm2", "logging.wandb_mode=disabled"))],
+        arms=[Arm("cispo", ("+experiment=sorting_smollm2", "logging.wandb_mode=disabled"))],
         start=lambda out, seed: sft_model(out),
         score=score,
         curves=["reward/mean", "reward/accuracy", "reward/format_score"],
