@@ -91,8 +91,8 @@ class RecipeSize:
 
 RECIPE = RecipeSize()
 """`make recipe`: SmolLM2-135M-Instruct"""
-DEMO = replace(RECIPE, rl_steps=RECIPE.rl_steps)
-"""`make demo`: one seed of the recipe"""
+DEMO = replace(RECIPE, sft_steps=30, rl_steps=6)
+"""`make demo`: one seed of the recipe, shorter (the SFT loss is flat after about 30 steps)"""
 TINY = RecipeSize(model="tiny", dtype="float32", rules="full", teacher_noise=0.3,
                   teacher_games=1000, sft_steps=400, sft_lr=5e-3, sft_batch=16, rl_steps=20,
                   rl_lr=2e-4, groups_per_step=16, overlong_buffer=None)  # fmt: skip
