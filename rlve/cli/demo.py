@@ -1,4 +1,4 @@
-"""`make demo`: the main job on the embedded default, runnable on a fresh CPU machine.
+"""`make demo`: the main job, runnable on a fresh CPU machine (SmolLM2 is built from a package).
 
 1. The scripted baselines' tic-tac-toe table: the evaluation a model gets (as in the recipe:
    win/draw/loss against a random and an optimal opponent, format, invalid moves).
@@ -29,7 +29,7 @@ def _hello_policy(messages) -> str:
 
 BASELINES = {
     "minimax": minimax_policy,
-    "minimax, 30% noise": noisy_minimax_policy(0.3),
+    f"minimax, {DEMO.teacher_noise:.0%} noise": noisy_minimax_policy(DEMO.teacher_noise),
     "random": random_policy,
     "says hello": _hello_policy,
 }
