@@ -15,7 +15,7 @@ import re
 import time
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,30 +92,45 @@ class ToolCall:
     error: str | None = None
 
 
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 MAX_TOOL_CALLS_PER_TURN = 8
 
 
+def tagged_bodies(text: str, open_tag: str, close_tag: str) -> Iterator[str]:
+    """The text between each `open_tag` and the next `close_tag`, in one pass over `text`. An
+    unclosed tag ends the scan: no later tag can close either (a lazy regex would search the
+    rest of the text again from every one of them, quadratic in a reply of unclosed tags)."""
+    start = text.find(open_tag)
+    while start != -1:
+        end = text.find(close_tag, start + len(open_tag))
+        if end == -1:
+            return
+        yield text[start + len(open_tag) : end]
+        start = text.find(open_tag, end + len(close_tag))
+
+
 def parse_tool_calls(message: Message) -> list[ToolCall]:
-    """The tool calls in an assistant message: structured `tool_calls` or `<tool_call>` tags."""
+    """The tool calls in an assistant message: structured `tool_calls` or `<tool_call>` tags (at
+    most MAX_TOOL_CALLS_PER_TURN; the rest are not parsed)."""
     calls = []
-    for raw in message.get("tool_calls") or []:
+    for raw in (message.get("tool_calls") or [])[:MAX_TOOL_CALLS_PER_TURN]:
         function = raw.get("function", raw)
         arguments = function.get("arguments", {})
         calls.append(_decode_call(function.get("name", ""), arguments))
     content = str(message.get("content") or "")
-    if "<tool_call>" in content:
-        for match in _TOOL_CALL.finditer(content):
-            try:
-                payload = json.loads(match.group(1))
-            except json.JSONDecodeError as exc:
-                calls.append(ToolCall("", {}, f"the tool call is not valid JSON ({exc.msg})"))
-                continue
-            if not isinstance(payload, dict):
-                calls.append(ToolCall("", {}, "a tool call must be a JSON object"))
-                continue
-            calls.append(_decode_call(payload.get("name", ""), payload.get("arguments", {})))
-    return calls[:MAX_TOOL_CALLS_PER_TURN]
+    for body in tagged_bodies(content, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
+        if len(calls) == MAX_TOOL_CALLS_PER_TURN:
+            break
+        try:
+            payload = json.loads(body)
+        except json.JSONDecodeError as exc:
+            calls.append(ToolCall("", {}, f"the tool call is not valid JSON ({exc.msg})"))
+            continue
+        if not isinstance(payload, dict):
+            calls.append(ToolCall("", {}, "a tool call must be a JSON object"))
+            continue
+        calls.append(_decode_call(payload.get("name", ""), payload.get("arguments", {})))
+    return calls
 
 
 def _decode_call(name: Any, arguments: Any) -> ToolCall:

@@ -1,8 +1,10 @@
 import asyncio
 import json
+import random
+import re
 
 from rlve.envs import StatefulToolEnv, ToolEnv, tool_schema
-from rlve.envs.tools import parse_tool_calls
+from rlve.envs.tools import parse_tool_calls, tagged_bodies
 from rlve.rollout import EpisodeSettings, GroupJob, ScriptedEngine, play_groups
 
 ROWS = [{"question": "What is 6 * 7?", "answer": "42"}]
@@ -72,6 +74,33 @@ def test_parse_tool_calls_from_tags_and_structured_calls():
     ]
     (bad,) = parse_tool_calls({"role": "assistant", "content": "<tool_call>{oops</tool_call>"})
     assert bad.error.startswith("the tool call is not valid JSON")
+
+
+class CountingText(str):
+    """A str that records where each `find` starts scanning."""
+
+    def find(self, sub, start=0, *args):
+        self.starts.append(start)
+        return super().find(sub, start, *args)
+
+
+def test_tagged_bodies_match_a_lazy_regex_and_scan_the_text_once():
+    pieces = ["<a>", "</a>", "x", "<a><a>", "</a></a>", ""]
+    rng = random.Random(0)
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(8)))
+        assert list(tagged_bodies(text, "<a>", "</a>")) == re.findall(r"<a>(.*?)</a>", text, re.S)
+    # 8,000 unclosed tags: two scans (the first tag, its missing close), not one per tag
+    text = CountingText("<tool_call>{" * 8000)
+    text.starts = []
+    assert list(tagged_bodies(text, "<tool_call>", "</tool_call>")) == []
+    assert text.starts == [0, len("<tool_call>")]
+
+
+def test_at_most_eight_tool_calls_are_parsed_per_turn():
+    content = "".join(call("multiply", a=i, b=1) for i in range(20))
+    calls = parse_tool_calls({"role": "assistant", "content": content})
+    assert [c.arguments["a"] for c in calls] == list(range(8))
 
 
 def test_tool_loop_runs_tools_until_the_model_answers_without_one():
