@@ -14,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+from rlve.cli.terminal import terminal_safe
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
     O_MARK,
@@ -22,11 +23,11 @@ from rlve.envs.tictactoe.game import (
     parse_board,
     parse_move,
     place,
+    think_text,
 )
 from rlve.envs.tictactoe.prompts import FINAL_MESSAGES
 
 _OPPONENT = re.compile(r"The opponent \(O\) played cell (\d)")
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 RESULTS = ("win", "draw", "loss")
 FINAL_WORDS = tuple(FINAL_MESSAGES.values())
 
@@ -40,8 +41,7 @@ def game_moves(row: dict) -> list[tuple[str, int | None, str]]:
     for message in row["completion"]:
         text = str(message.get("content") or "")
         if message["role"] == "assistant":
-            reason = _THINK.search(text)
-            moves.append((X_MARK, parse_move(text), reason.group(1).strip() if reason else ""))
+            moves.append((X_MARK, parse_move(text), think_text(text) or ""))
         elif text.startswith("Invalid move"):
             player, _, reason = moves[-1]
             moves[-1] = (player, None, reason)
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
             row = json.loads(line)
             if args.result and not row["metrics"].get(f"game/{args.result}"):
                 continue
-            print(render(row) + "\n")
+            print(terminal_safe(render(row)) + "\n")
             shown += 1
             if shown == args.games:
                 break

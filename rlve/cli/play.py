@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from rlve.cli.terminal import terminal_safe
 from rlve.envs.tictactoe.game import (
     EMPTY,
     EMPTY_BOARD,
@@ -29,6 +30,7 @@ from rlve.envs.tictactoe.game import (
     parse_move,
     place,
     render_board,
+    think_text,
     winner,
 )
 from rlve.envs.tictactoe.prompts import (
@@ -47,7 +49,6 @@ InputFn = Callable[[str], str]
 PrintFn = Callable[[str], None]
 
 QUIT_WORDS = ("q", "quit", "exit")
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,9 @@ class ModelPlayer:
         for _ in range(self.settings.model_attempts):
             text = await self.answer(messages)
             messages.append({"role": "assistant", "content": text})
-            thought = _THINK.search(text)
-            if self.settings.show_thinking and thought:
-                self.print(f"X thinks: {thought.group(1).strip()}")
+            thought = think_text(text)
+            if self.settings.show_thinking and thought is not None:
+                self.print(f"X thinks: {terminal_safe(thought)}")
             cell = parse_move(text)
             try:
                 if cell is None:

@@ -8,7 +8,7 @@ the last assistant message that has one) and `format_reward_func()` (a rubric-re
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from rlve.types import Message
@@ -19,6 +19,19 @@ def assistant_texts(completion: Sequence[Message] | str) -> list[str]:
     if isinstance(completion, str):
         return [completion]
     return [str(m.get("content") or "") for m in completion if m.get("role") == "assistant"]
+
+
+def tagged_bodies(text: str, open_tag: str, close_tag: str) -> Iterator[str]:
+    """The text between each `open_tag` and the next `close_tag`, in one pass over `text`. An
+    unclosed tag ends the scan: no later tag can close either (a lazy regex would search the
+    rest of the text again from every one of them, quadratic in a reply of unclosed tags)."""
+    start = text.find(open_tag)
+    while start != -1:
+        end = text.find(close_tag, start + len(open_tag))
+        if end == -1:
+            return
+        yield text[start + len(open_tag) : end]
+        start = text.find(open_tag, end + len(close_tag))
 
 
 class Parser:

@@ -15,11 +15,12 @@ import re
 import time
 import types
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rlve.envs.base import MultiTurnEnv, State
+from rlve.envs.parsers import tagged_bodies
 from rlve.types import Message
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
@@ -94,19 +95,6 @@ class ToolCall:
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 MAX_TOOL_CALLS_PER_TURN = 8
-
-
-def tagged_bodies(text: str, open_tag: str, close_tag: str) -> Iterator[str]:
-    """The text between each `open_tag` and the next `close_tag`, in one pass over `text`. An
-    unclosed tag ends the scan: no later tag can close either (a lazy regex would search the
-    rest of the text again from every one of them, quadratic in a reply of unclosed tags)."""
-    start = text.find(open_tag)
-    while start != -1:
-        end = text.find(close_tag, start + len(open_tag))
-        if end == -1:
-            return
-        yield text[start + len(open_tag) : end]
-        start = text.find(open_tag, end + len(close_tag))
 
 
 def parse_tool_calls(message: Message) -> list[ToolCall]:

@@ -6,7 +6,7 @@ import pytest
 
 from rlve.cli.play import PlaySettings, main, play_game, read_human_move
 from rlve.envs.tictactoe import minimax_policy
-from rlve.envs.tictactoe.game import EMPTY_BOARD, board_from_string, render_board
+from rlve.envs.tictactoe.game import EMPTY_BOARD, board_from_string, parse_move, render_board
 from rlve.envs.tictactoe.prompts import SYSTEM_PROMPT, turn_message
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.chat_tokens import ChatTokens
@@ -159,3 +159,17 @@ def test_main_plays_games_until_the_human_declines():
 def test_settings_refuse_zero_attempts():
     with pytest.raises(ValueError, match="model_attempts must be >= 1, got 0"):
         PlaySettings(model_attempts=0)
+
+
+async def test_escape_sequences_in_the_models_text_are_shown_not_sent_to_the_terminal():
+    clipboard, clear = "\x1b]52;c;ZWNobyBwd25lZA==\x07", "\x1b[2J"
+
+    def hostile(messages):
+        cell = parse_move(minimax_policy(messages))
+        return f"<think>{clipboard}mine\u202e{clear}</think><move>{cell}</move>"
+
+    terminal = Terminal([str(cell) for cell in range(9)])
+    await play_game(ScriptedEngine(hostile), PlaySettings(), terminal.input, terminal.print)
+    thoughts = [line for line in terminal.shown if line.startswith("X thinks")]
+    assert thoughts[0] == r"X thinks: \x1b]52;c;ZWNobyBwd25lZA==\x07mine\u202e\x1b[2J"
+    assert not any("\x1b" in line or "\u202e" in line for line in terminal.shown)

@@ -1,7 +1,9 @@
 """Replaying tic-tac-toe games from rollout rows, board by board (scripts/show_games.py)."""
 
+import json
+
 import rlve
-from rlve.cli.games import game_moves, render
+from rlve.cli.games import game_moves, main, render
 from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.game import parse_board
 from rlve.rollout import ScriptedEngine
@@ -37,3 +39,14 @@ def test_an_invalid_answer_is_shown_where_it_happened():
     moves = game_moves(row)
     assert moves[0][1] is None or moves[1][1] is None  # the first X answer was refused
     assert "invalid answer" in render(row)
+
+
+def test_escape_sequences_in_a_reason_are_printed_escaped(tmp_path, capsys):
+    row = played(minimax_policy, 0.0, games=1)[0]
+    first = next(m for m in row["completion"] if m["role"] == "assistant")
+    first["content"] = first["content"].replace("<think>", "<think>\x1b]0;owned\x07", 1)
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    main([str(path)])
+    out = capsys.readouterr().out
+    assert r"\x1b]0;owned\x07" in out and "\x1b" not in out

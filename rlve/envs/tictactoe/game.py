@@ -10,6 +10,8 @@ import random
 import re
 from functools import cache
 
+from rlve.envs.parsers import tagged_bodies
+
 X_MARK = "X"
 O_MARK = "O"
 EMPTY = " "
@@ -218,6 +220,12 @@ def parse_move(text: str) -> int | None:
         return int(number)
     except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
         return None
+
+
+def think_text(text: str) -> str | None:
+    """The first `<think>...</think>` block's text, stripped; None without one (linear time)."""
+    body = next(tagged_bodies(text, "<think>", "</think>"), None)
+    return None if body is None else body.strip()
 
 
 def format_ok(text: str) -> bool:
