@@ -51,7 +51,7 @@ class SharedMemoryTransport:
 
     def __init__(self, directory: str | Path | None = None):
         self.directory = Path(directory) if directory else _default_directory()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # weights: the run's only
         self._file: _MappedWeights | None = None
 
     @property
@@ -119,7 +119,7 @@ class _MappedWeights:
             offset += size
         self._header_size = len(self._header(0))
         data_start = 8 + self._header_size
-        with open(path, "wb") as out:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
             out.write(struct.pack("<Q", self._header_size))
         with open(path, "r+b") as handle:
             _reserve(handle.fileno(), data_start + offset, path)

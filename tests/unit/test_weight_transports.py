@@ -53,6 +53,12 @@ def test_shared_memory_file_holds_every_tensor_with_its_version_push_after_push(
     assert not (tmp_path / "w").exists()
 
 
+def test_shared_memory_weights_are_readable_by_their_owner_only(tmp_path):
+    transport = SharedMemoryTransport(tmp_path / "run" / "weights")
+    path = transport.write([("w", torch.ones(3))], version=1)
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+
+
 def test_shared_memory_starts_every_tensor_aligned_to_its_item_size(tmp_path):
     weights = [("odd", torch.arange(3, dtype=torch.bfloat16)), ("wide", torch.arange(5.0)),
                ("flag", torch.tensor([True])), ("step", torch.tensor([7]))]  # fmt: skip
