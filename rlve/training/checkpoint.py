@@ -38,6 +38,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from rlve.distributed import World
 from rlve.reliability.kill_points import kill_point
+from rlve.training.data_only import DataOnlyReader, load_dcp, load_state_file
 
 log = logging.getLogger(__name__)
 
@@ -268,9 +269,10 @@ def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimize
     Raises:
         FileNotFoundError: `path` is not a checkpoint.
         ValueError: its parameters are not this model's trained ones (full vs LoRA, another model).
+        UnsafeCheckpointError: one of its pickles names something other than data.
     """
     state = load_trainer_state(path)
-    stored = dcp.FileSystemReader(os.path.join(path, MODEL_AND_OPTIMIZER)).read_metadata()
+    stored = DataOnlyReader(os.path.join(path, MODEL_AND_OPTIMIZER)).read_metadata()
     stored_names = {key.removeprefix("model.") for key in stored.state_dict_metadata
                     if key.startswith("model.")}  # fmt: skip
     model_state, optimizer_state = _states(model, optimizer)
@@ -282,7 +284,7 @@ def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimize
         )
     loaded = {"model": model_state, "optimizer": optimizer_state}
     with _one_process_is_intended():
-        dcp.load(loaded, checkpoint_id=os.path.join(path, MODEL_AND_OPTIMIZER))
+        load_dcp(loaded, os.path.join(path, MODEL_AND_OPTIMIZER))
     set_state_dict(model, optimizer, model_state_dict=loaded["model"],
                    optim_state_dict=loaded["optimizer"], options=_LOAD_OPTIONS)  # fmt: skip
     return state
@@ -293,9 +295,7 @@ def load_trainer_state(path: str) -> dict[str, Any]:
     for name in (MODEL_AND_OPTIMIZER, STATE_FILE):
         if not os.path.exists(os.path.join(path, name)):
             raise FileNotFoundError(f"{path} is not a checkpoint: {name} is missing")
-    # our own file: it holds rng states and the caller's extra dict, which need pickle; loaded
-    # on the CPU so a GPU run resumes on any device
-    return torch.load(os.path.join(path, STATE_FILE), map_location="cpu", weights_only=False)
+    return load_state_file(os.path.join(path, STATE_FILE))  # on the CPU: resumes on any device
 
 
 _OPTIONS = StateDictOptions(ignore_frozen_params=True)
