@@ -5,6 +5,7 @@ token ids; the answer carries the sampled ids and their log-probs, so trajectori
 token-exact. A request goes to the server with the fewest requests in flight. Weights reach every
 server in one push: the trainer (this process) is rank 0 of a broadcast group joined by every
 server's workers through `/collective_rpc`, or, for servers on this machine, a shared-memory file.
+Every request carries the secret in this process's RLVE_SERVE_SECRET (rlve.inference.serve_guard).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import httpx
 
 from rlve.config import InferenceConfig
 from rlve.inference.engine import Generation, GenerationRequest
+from rlve.inference.serve_guard import SECRET_ENV, bearer_headers
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.push import connect_broadcaster, gather, push_weights
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
@@ -96,6 +98,11 @@ class RemoteVLLMEngine:
                 response = await self._client.get(self.urls[replica] + "/v1/models")
                 if response.status_code == 200:
                     return response.json()["data"][0]["id"]
+                if response.status_code == 401:
+                    raise ServerError(
+                        f"server {replica} ({self.urls[replica]}) refused this trainer (401): "
+                        f"set {SECRET_ENV} to the secret the server was started with"
+                    )
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
@@ -198,4 +205,5 @@ class RemoteVLLMEngine:
 
 async def _new_client(timeout_s: float) -> httpx.AsyncClient:
     """Made on the engine's loop, where it is used."""
-    return httpx.AsyncClient(timeout=timeout_s, limits=httpx.Limits(max_connections=1024))
+    return httpx.AsyncClient(timeout=timeout_s, limits=httpx.Limits(max_connections=1024),
+                             headers=bearer_headers())  # fmt: skip

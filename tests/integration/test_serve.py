@@ -21,7 +21,8 @@ from test_loop_vllm import trainer_logprobs
 
 from rlve.config import InferenceConfig, TrainerConfig
 from rlve.inference.engine import GenerationRequest, SamplingConfig
-from rlve.inference.remote_engine import RemoteVLLMEngine
+from rlve.inference.remote_engine import RemoteVLLMEngine, ServerError
+from rlve.inference.serve_guard import SECRET_ENV
 from rlve.models import resolve_model_path
 from rlve.serve import serve_command
 from rlve.training.trainer import Trainer
@@ -35,6 +36,9 @@ def test_the_serve_command_adds_rlve_options_and_cpu_defaults():
     assert "rlve.inference.vllm_worker.WeightSyncExtension" in command
     assert command[command.index("--dtype") + 1] == "float32"
     assert "--no-enable-chunked-prefill" in command
+    assert command[command.index("--host") + 1] == "127.0.0.1"  # unless a host is given
+    assert command[command.index("--middleware") + 1] == "rlve.inference.serve_guard.ServeGuard"
+    assert serve_command(["/m", "--host", "0.0.0.0"], on_cpu=True).count("--host") == 1
     assert "--dtype" not in serve_command(["/m"], on_cpu=False)
     with pytest.raises(ValueError, match="--logprobs-mode is set by rlve.serve"):
         serve_command(["/m", "--logprobs-mode", "raw_logprobs"], on_cpu=True)
@@ -55,6 +59,9 @@ def tiny_with_sampling_defaults(folder) -> str:
     return str(model)
 
 
+SECRET = "test-secret"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     port = free_port()
@@ -62,6 +69,7 @@ def server(tmp_path_factory):
     process = subprocess.Popen(
         [sys.executable, "-m", "rlve.serve", model, "--port", str(port), "--host", "127.0.0.1",
          "--max-model-len", "512"],
+        env={**os.environ, SECRET_ENV: SECRET},
         start_new_session=True,  # its own process group: the engine and workers go with it
     )  # fmt: skip
     yield f"http://127.0.0.1:{port}"
@@ -72,7 +80,8 @@ def server(tmp_path_factory):
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def test_a_trainer_pushes_into_a_separate_server_and_it_serves_those_weights(server):
+def test_a_trainer_pushes_into_a_separate_server_and_it_serves_those_weights(server, monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, SECRET)
     trainer = Trainer(TrainerConfig())
     settings = InferenceConfig(max_model_len=512, weight_transport="gloo", start_timeout_s=600)
     probe = trainer.tokenizer.encode("<|im_start|>user\nplay<|im_end|>\n<|im_start|>assistant\n")
@@ -101,3 +110,18 @@ def test_a_trainer_pushes_into_a_separate_server_and_it_serves_those_weights(ser
         sequence = probe + generation.token_ids
         mine = trainer_logprobs(trainer, sequence)[len(probe) - 1 :]
         assert max(abs(a - b) for a, b in zip(generation.logprobs, mine, strict=True)) < 1e-4
+
+
+def test_the_server_refuses_callers_without_its_secret(server, monkeypatch):
+    import httpx
+
+    load_a_file = {"method": "rlve_load_weights_file", "args": ["/etc/passwd"]}
+    refused = httpx.post(server + "/collective_rpc", json=load_a_file, timeout=30)
+    assert refused.status_code == 401
+    dev_endpoint = httpx.post(server + "/sleep", timeout=30,
+                              headers={"Authorization": f"Bearer {SECRET}"})  # fmt: skip
+    assert dev_endpoint.status_code == 404
+    monkeypatch.setenv(SECRET_ENV, "not-the-secret")
+    settings = InferenceConfig(max_model_len=512, start_timeout_s=600)
+    with pytest.raises(ServerError, match=f"401.*{SECRET_ENV}"):
+        RemoteVLLMEngine([server], Trainer(TrainerConfig()).tokenizer, settings)
