@@ -10,6 +10,7 @@ torch.distributed's default group, which vLLM keeps for its own workers.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -87,6 +88,17 @@ def _finish(work, given_up: Callable[[], bool]) -> None:
     work.wait()  # raises the transfer's own error, if any
 
 
+def listening_socket(host: str) -> socket.socket:
+    """A socket listening on `host` only, on a free port. TCPStore given a host name still listens
+    on every interface; given this socket, it takes the connections of `host` alone."""
+    family, kind, _, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(address)
+    listener.listen(128)
+    return listener
+
+
 class WeightBroadcaster:
     """The trainer's end (rank 0). `store_port` goes to the workers, then `connect` while they
     join; each push is `plan` (tell the workers what follows), then `send`."""
@@ -99,10 +111,17 @@ class WeightBroadcaster:
         self.world_size = world_size
         self.timeout_s = timeout_s
         self.host = host
+        listener = listening_socket(host)
+        self.store_port: int = listener.getsockname()[1]
         self._store = dist.TCPStore(
-            host, 0, None, True, timedelta(seconds=timeout_s), wait_for_workers=False
+            host,
+            self.store_port,
+            None,
+            True,
+            timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+            master_listen_fd=listener.detach(),
         )
-        self.store_port: int = self._store.port
         self._group = None
         self._specs: list[TensorSpec] | None = None
 

@@ -150,6 +150,27 @@ class Worker:
             self.received.put(exc)
 
 
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp{,6} writes them) that listen on `port`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+def test_the_weight_group_store_listens_on_the_asked_address_only():
+    broadcaster = WeightBroadcaster("gloo", world_size=2, timeout_s=30)
+    Worker(broadcaster.store_port)
+    broadcaster.connect()
+    # 127.0.0.1 in /proc/net/tcp's little-endian hex; TCPStore alone listens on [::] (all zeros)
+    assert listening_addresses(broadcaster.store_port) == {"0100007F"}
+    broadcaster.close()
+
+
 def test_broadcast_delivers_every_tensor_exactly_push_after_push():
     broadcaster = WeightBroadcaster("gloo", world_size=2, timeout_s=30)
     worker = Worker(broadcaster.store_port)
