@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from rlve.inference.capped_http import send_capped
 from rlve.inference.engine import Generation, GenerationRequest
 from rlve.types import Message
 
@@ -121,7 +122,7 @@ class OpenAIEngine:
         for attempt in range(self.max_retries + 1):
             last_try = attempt == self.max_retries
             try:
-                response = await client.post(self.url, json=body)
+                response = await send_capped(client, "POST", self.url, json=body)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
                 if last_try:

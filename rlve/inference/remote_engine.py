@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from rlve.config import InferenceConfig
+from rlve.inference.capped_http import send_capped
 from rlve.inference.engine import Generation, GenerationRequest
 from rlve.inference.serve_guard import SECRET_ENV, bearer_headers
 from rlve.sync.broadcast import WeightBroadcaster
@@ -82,7 +83,7 @@ class RemoteVLLMEngine:
     async def _post(self, replica: int, path: str, body: dict) -> Any:
         url = self.urls[replica] + path
         try:
-            response = await self._client.post(url, json=body)
+            response = await send_capped(self._client, "POST", url, json=body)
         except httpx.HTTPError as exc:
             raise ServerError(f"server {replica} ({url}) did not answer: {exc!r}") from exc
         if response.status_code != 200:
@@ -95,7 +96,7 @@ class RemoteVLLMEngine:
         deadline = time.monotonic() + self.settings.start_timeout_s
         while True:
             try:
-                response = await self._client.get(self.urls[replica] + "/v1/models")
+                response = await send_capped(self._client, "GET", self.urls[replica] + "/v1/models")
                 if response.status_code == 200:
                     return response.json()["data"][0]["id"]
                 if response.status_code == 401:
