@@ -138,6 +138,14 @@ def test_hostile_cells_get_errors_and_the_repl_goes_on(code, expected):
     assert workers() == []
 
 
+def test_the_worker_sees_none_of_the_runs_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("RLVE_SERVE_SECRET", "s3cret")
+    env = PythonREPLEnv(ROWS)
+    (t,) = play(env, scripted(py("import os\nsorted(os.environ)"), "done"))
+    assert outputs(t)[0] == "Out[1]:\n=> ['HOME', 'LANG', 'PATH', 'TMPDIR']"
+
+
 def test_huge_output_is_cut_to_the_budget():
     env = PythonREPLEnv(ROWS, limits=REPLLimits(max_output_chars=100))
     (t,) = play(env, scripted(py("print('x' * 10**6)"), "done"))

@@ -82,6 +82,13 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+def clean_environment(workdir: str) -> dict[str, str]:
+    """The worker's whole environment: nothing of the run's (API keys, tokens, RLVE_SERVE_SECRET
+    stay out of the model's reach)."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
+            "LANG": "C.UTF-8"}  # fmt: skip
+
+
 class REPLWorker:
     """One running worker; use `await REPLWorker.start(limits)`, then `run`, then `close`."""
 
@@ -99,6 +106,7 @@ class REPLWorker:
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
             preexec_fn=_set_parent_death_signal, cwd=workdir, limit=2**24,
+            env=clean_environment(workdir),
         )  # fmt: skip
         worker = cls(process, limits, workdir)
         try:
