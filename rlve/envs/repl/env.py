@@ -133,6 +133,7 @@ class PythonREPLEnv(MultiTurnEnv):
         worker = state.pop("repl", None)
         if worker is not None:
             state["repl_network_isolated"] = worker.network_isolated
+            state["repl_isolation"] = worker.isolation
             await worker.close()
 
     def episode_metrics(self, state: State) -> dict[str, float]:
@@ -145,4 +146,6 @@ class PythonREPLEnv(MultiTurnEnv):
             "repl/llm_calls": float(len(state.get("sub_calls", []))),
             "repl/llm_tokens": float(state.get("llm_tokens", 0)),
             "repl/network_isolated": float(state.get("repl_network_isolated", False)),
-        }
+            **{f"repl/isolation_{name}": float(granted)
+               for name, granted in state.get("repl_isolation", {}).items()},
+        }  # fmt: skip

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import json
+import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rlve.config import require
+
+log = logging.getLogger(__name__)
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 PR_SET_PDEATHSIG = 1
@@ -38,20 +43,26 @@ class REPLLimits:
     """wall-clock time of one cell (time spent answering its llm() calls not counted)"""
     cpu_s: float = 10.0
     """CPU time of one cell (whole seconds; the kernel ends the worker past it)"""
+    episode_cpu_s: float = 300.0
+    """CPU time of the whole worker: the hard limit a cell cannot raise (the kernel kills it)"""
     memory_mb: int = 1024
     """address space of the worker (RLIMIT_AS); allocations past it raise MemoryError"""
     max_output_chars: int = 4000
     """stdout, value and traceback each keep this many characters"""
     max_file_bytes: int = 10_000_000
     """largest file the worker may write (RLIMIT_FSIZE; a longer write fails with OSError)"""
+    disk_mb: int = 64
+    """size of the worker's working folder, a tmpfs (writes past it fail with ENOSPC)"""
+    max_files: int = 1000
+    """files and folders the working folder may hold"""
     start_timeout_s: float = 30.0
     """longest wait for the worker to start"""
 
     def __post_init__(self) -> None:
-        for name in ("wall_s", "cpu_s", "start_timeout_s"):
+        for name in ("wall_s", "cpu_s", "episode_cpu_s", "start_timeout_s"):
             value = getattr(self, name)
             require(value > 0, f"REPLLimits.{name} must be > 0, got {value!r}")
-        for name in ("memory_mb", "max_output_chars", "max_file_bytes"):
+        for name in ("memory_mb", "max_output_chars", "max_file_bytes", "disk_mb", "max_files"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1,
                     f"REPLLimits.{name} must be an integer >= 1, got {value!r}")  # fmt: skip
@@ -82,6 +93,27 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+UNSHARE = ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
+           "--mount-proc", "--net", "--ipc", "--uts", "--"]  # fmt: skip
+"""new namespaces for the worker: it is PID 1 of its own (every process it makes ends with it),
+root of a user namespace only (to mount its tmpfs), without network"""
+
+
+@functools.cache
+def namespaces_prefix() -> tuple[str, ...]:
+    """UNSHARE where the kernel allows it (containers often do not); () otherwise, said once."""
+    if shutil.which("unshare"):
+        trial = subprocess.run([*UNSHARE, "true"], capture_output=True, timeout=30)
+        if trial.returncode == 0:
+            return tuple(UNSHARE)
+        reason = trial.stderr.decode(errors="replace").strip()
+    else:
+        reason = "the unshare command (util-linux) is not installed"
+    log.warning("REPL workers run without their own namespaces (%s): no PID namespace and no "
+                "tmpfs quota; Landlock, seccomp and rlimits still apply", reason)  # fmt: skip
+    return ()
+
+
 def clean_environment(workdir: str) -> dict[str, str]:
     """The worker's whole environment: nothing of the run's (API keys, tokens, RLVE_SERVE_SECRET
     stay out of the model's reach)."""
@@ -96,13 +128,16 @@ class REPLWorker:
         self.process, self.limits, self.workdir = process, limits, workdir
         self.network_isolated = False
         """whether the worker runs in a network namespace without interfaces"""
+        self.isolation: dict[str, Any] = {}
+        """what the kernel granted the worker's confinement: namespaces, tmpfs, landlock (its
+        ABI, 0 without), seccomp (confine.py)"""
 
     @classmethod
     async def start(cls, limits: REPLLimits) -> REPLWorker:
         workdir = tempfile.mkdtemp(prefix="rlve-repl-")
         settings = {**asdict(limits), "workdir": workdir}
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", WORKER, json.dumps(settings),
+            *namespaces_prefix(), sys.executable, "-I", WORKER, json.dumps(settings),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
             preexec_fn=_set_parent_death_signal, cwd=workdir, limit=2**24,
@@ -115,6 +150,7 @@ class REPLWorker:
             await worker.close()
             raise RuntimeError(f"the REPL worker did not start: {exc or 'timeout'}") from None
         worker.network_isolated = bool(hello.get("network_isolated"))
+        worker.isolation = dict(hello.get("isolation") or {})
         return worker
 
     async def _send(self, message: dict[str, Any]) -> None:
@@ -154,7 +190,9 @@ class REPLWorker:
             return CellResult(breach="wall_time")
         except (ConnectionError, BrokenPipeError):
             returncode = await self._reap()
-            breach = "cpu_time" if returncode == -signal.SIGXCPU else "died"
+            # killed by SIGXCPU: -24 from a worker without namespaces, 128 + 24 through unshare
+            cpu = returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+            breach = "cpu_time" if cpu else "died"
             return CellResult(breach=breach, error=f"the worker ended (exit status {returncode})")
 
     async def _reap(self) -> int | None:

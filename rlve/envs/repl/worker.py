@@ -1,35 +1,50 @@
 """The Python REPL worker: one process per episode, started by `rlve.envs.repl.process`.
 
-    python -m rlve.envs.repl.worker <limits as JSON>
+    python -I rlve/envs/repl/worker.py <limits as JSON>
 
 It speaks JSON lines with its parent over the stdin/stdout it was started with; the code it runs
-sees an empty stdin and a captured stdout. Before the first cell it locks itself down:
+sees an empty stdin and a captured stdout. Before the first cell it confines itself with what
+the kernel enforces (confine.py: a tmpfs working folder, Landlock, seccomp, rlimits, inside the
+namespaces process.py starts it in), then adds an audit hook as a first line that gives a
+model's ordinary mistakes a readable refusal:
 
-- network: a new network namespace with no interfaces (`unshare`, as root or in a new user
-  namespace); where the OS refuses, socket connect/bind are refused by the audit hook instead;
-- processes: fork, exec, spawn, system and subprocess are refused (audit hook);
-- files: writes only inside the working directory; reads inside it and in the Python
-  installation (for imports); everything else is refused (audit hook);
+- processes: fork, exec, spawn, system and subprocess (seccomp refuses them underneath);
+- files: writes only inside the working directory, reads inside it and in the Python
+  installation (Landlock underneath);
+- network: socket connect/bind (a network namespace without interfaces underneath);
 - memory: RLIMIT_AS (MemoryError); file size: RLIMIT_FSIZE (OSError "File too large");
-  CPU: RLIMIT_CPU per cell (the kernel ends the process past it).
+  CPU: RLIMIT_CPU per cell (SIGXCPU; a cell that ignores it is ended at its wall-clock limit)
+  under a hard limit for the whole episode (SIGKILL, whatever the cell does).
 
-The audit hook stops a model's mistakes and casual escapes; it is not a security boundary
-against code written to break out (ctypes is refused, but CPython has other ways): run untrusted
-models in a container as well. The parent enforces the wall-clock limit and kills the whole
-process group when the episode ends.
+The hook is reachable from a cell and is not the boundary; the kernel's confinement is.
 """
 
 from __future__ import annotations
 
 import ast
 import ctypes
+import importlib.util
 import io
 import json
+import math
 import os
 import resource
 import sys
 import traceback
 from typing import Any
+
+
+def _sibling(name: str):
+    """A module of this folder, loaded by path (`python -I` puts no script folder on sys.path,
+    and importing the rlve package would load far more than the worker needs)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"rlve_repl_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+confine = _sibling("confine")
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -44,6 +59,10 @@ REFUSED_EVENTS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spaw
                   "socket.sendto", "socket.getaddrinfo", "os.startfile",
                   "resource.setrlimit", "resource.prlimit"}  # fmt: skip
 
+
+MAX_OPEN_FILES = 256
+READ_DEVICES = ["/dev/urandom", "/dev/random"]
+WRITE_DEVICES = ["/dev/null", "/dev/zero"]
 
 LIMITS_BEING_SET = False
 """True while the worker itself sets a cell's CPU limit (the cell's own code may not)"""
@@ -157,7 +176,8 @@ class Worker:
         global LIMITS_BEING_SET
         LIMITS_BEING_SET = True
         try:
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+            hard = resource.getrlimit(resource.RLIMIT_CPU)[1]  # the episode's, set at start
+            resource.setrlimit(resource.RLIMIT_CPU, (min(cpu, hard), hard))
         finally:
             LIMITS_BEING_SET = False
         stdout, sys.stdout = sys.stdout, out
@@ -191,24 +211,46 @@ class Worker:
                 self.send(self.run(message["code"]))
 
 
+def reap(child: int) -> int:
+    """PID 1's whole job: wait for the worker (and the orphans the namespace hands to PID 1),
+    then exit as the worker did, a signal s as 128 + s. PID 1 of a namespace ignores signals it
+    has no handler for, SIGXCPU included, so the cells run in a child of it."""
+    while True:
+        pid, status = os.wait()
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            return 128 - code if code < 0 else code
+
+
 def main() -> None:
     limits = json.loads(sys.argv[1])
+    in_namespaces = os.getpid() == 1  # PID 1 of the namespaces process.py made
+    if in_namespaces and (child := os.fork()):
+        sys.exit(reap(child))
     channel_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
     channel_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.chdir(limits["workdir"])
-    isolated = isolate_network()
-    memory = limits["memory_mb"] * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["max_file_bytes"], limits["max_file_bytes"]))
+    isolated = in_namespaces or isolate_network()
+    tmpfs = in_namespaces and confine.mount_workdir(
+        limits["workdir"], limits["disk_mb"], limits["max_files"]
+    )
+    confine.limit_resources(limits["memory_mb"], limits["max_file_bytes"], MAX_OPEN_FILES)
+    episode_cpu = math.ceil(limits["episode_cpu_s"])  # a cell may raise its own limit up to here
+    resource.setrlimit(resource.RLIMIT_CPU, (episode_cpu, episode_cpu))
     roots = {os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     roots |= {os.path.realpath(p) + os.sep for p in sys.path if p and os.path.isdir(p)}
     roots.discard(os.sep)
+    landlock = confine.restrict_paths(sorted(roots) + READ_DEVICES,
+                                      [limits["workdir"], *WRITE_DEVICES])  # fmt: skip
+    seccomp = confine.install_seccomp()
     sys.addaudithook(make_audit_hook(limits["workdir"], sorted(roots)))
     worker = Worker(limits, channel_in, channel_out)
-    worker.send({"op": "hello", "network_isolated": isolated})
+    isolation = {"namespaces": in_namespaces, "tmpfs": tmpfs, "landlock": landlock,
+                 "seccomp": seccomp}  # fmt: skip
+    worker.send({"op": "hello", "network_isolated": isolated, "isolation": isolation})
     worker.serve()
 
 
