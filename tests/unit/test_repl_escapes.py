@@ -27,7 +27,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 """switches the audit hook off: no refused events, every path allowed"""
 
 ATTEMPTS = {
-    "hook_is_off": ("import subprocess\nsubprocess.Popen", "Out[1]:\n=> <class 'subprocess.Popen'>"),
+    "hook_is_off": ("subprocess.Popen", "Out[1]:\n=> <class 'subprocess.Popen'>"),
     "subprocess": ("subprocess.run(['touch', OUT + '/by_subprocess'])", "PermissionError"),
     "detached_process": ("subprocess.Popen(['sleep', '60'], start_new_session=True)",
                          "PermissionError"),
@@ -53,6 +53,7 @@ ATTEMPTS = {
     "signal_the_parent": ("os.kill(os.getppid(), signal.SIGKILL)", "PermissionError"),
     "signal_the_test_process": ("os.kill(PARENT, signal.SIGKILL)", "Error"),
     "network": ("socket.create_connection(('127.0.0.1', 9), timeout=2)", "Error"),
+    "signal_the_process_group": ("os.killpg(os.getpgid(0), signal.SIGKILL)", "PermissionError"),
     "raise_the_cpu_limit": ("import resource\nresource.setrlimit(resource.RLIMIT_CPU, (-1, -1))",
                             "Error"),
 }  # fmt: skip
@@ -109,7 +110,8 @@ def test_threads_and_ignored_cpu_signals_end_with_the_episode(outside):
     spin = ("signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
             "def writer():\n    i = 0\n    while True:\n        i += 1\n"
             "        open(f'w{i % 10}', 'w').write('x')\n"
-            "threading.Thread(target=writer, daemon=True).start()\nwhile True:\n    pass")  # fmt: skip
+            "threading.Thread(target=writer, daemon=True).start()\n"
+            "while True:\n    pass")  # fmt: skip
     t = attempt(spin, outside, cpu_s=1, wall_s=4)
     assert t.stop_reason == "repl_wall_time"
     assert workers() == []

@@ -5,8 +5,9 @@ first cell. Nothing a cell does can lift it: the kernel holds it, not Python.
   reads and writes beneath the working folder; nothing else (API keys in the home folder, other
   processes' /proc files, a `.pth` in the venv). Signals to processes outside the worker are
   refused (Landlock ABI 6).
-- seccomp: no new processes (fork, vfork, clone without CLONE_THREAD, exec), no ptrace,
-  mount, namespace, module, keyring, bpf or io_uring calls; they fail with EPERM.
+- seccomp: no new processes (fork, vfork, clone without CLONE_THREAD, exec), no sockets, no
+  signals to other processes, no ptrace, mount, namespace, module, keyring, bpf or io_uring
+  calls; they fail with EPERM.
 - rlimits: address space, file size, open files.
 
 The worker is also started in new user, mount, PID, network, IPC and UTS namespaces (process.py,
@@ -108,7 +109,9 @@ SYSCALLS = {
         "name_to_handle_at": 303, "mknod": 133, "mknodat": 259, "open_tree": 428,
         "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
         "mount_setattr": 442, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163,
-        "syslog": 103, "iopl": 172, "ioperm": 173,
+        "syslog": 103, "iopl": 172, "ioperm": 173, "socket": 41, "tkill": 200,
+        "pidfd_send_signal": 424,
+        "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
     },
     "aarch64": {  # asm-generic numbers: no fork, vfork, mknod, iopl, ioperm
         "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "ptrace": 117,
@@ -120,10 +123,15 @@ SYSCALLS = {
         "io_uring_register": 427, "open_by_handle_at": 265, "name_to_handle_at": 264,
         "mknodat": 33, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
         "fsmount": 432, "fspick": 433, "mount_setattr": 442, "reboot": 142, "swapon": 224,
-        "swapoff": 225, "acct": 89, "syslog": 116,
+        "swapoff": 225, "acct": 89, "syslog": 116, "socket": 198, "tkill": 130,
+        "pidfd_send_signal": 424,
+        "kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
     },
 }  # fmt: skip
-"""the calls a worker never makes: refused (clone only without CLONE_THREAD: threads stay)"""
+"""the calls a worker never makes: refused (clone only without CLONE_THREAD: threads stay;
+the signal calls only towards another process: a cell may still signal itself)"""
+SIGNAL_CALLS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+"""first argument: the process to signal"""
 CLONE_THREAD = 0x00010000
 X32_BIT = 0x40000000
 
@@ -134,7 +142,7 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 """offsets in struct seccomp_data (args[0]'s low half on a little-endian machine)"""
 
 
-def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+def seccomp_program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     """The BPF filter as (code, jump if true, jump if false, k) instructions."""
     eperm, enosys = _ERRNO | 1, _ERRNO | 38  # ENOSYS from clone3: glibc falls back to clone
     calls = SYSCALLS[machine]
@@ -147,8 +155,11 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     program += [(_JEQ, 0, 4, calls[CLONE]), (_LD_W_ABS, 0, 0, _ARG0),
                 (_JSET, 0, 1, CLONE_THREAD), (_RET, 0, 0, _ALLOW), (_RET, 0, 0, eperm),
                 (_LD_W_ABS, 0, 0, _NR)]  # fmt: skip
+    for name in SIGNAL_CALLS:  # allowed towards this process only
+        program += [(_JEQ, 0, 4, calls[name]), (_LD_W_ABS, 0, 0, _ARG0), (_JEQ, 0, 1, own_pid),
+                    (_RET, 0, 0, _ALLOW), (_RET, 0, 0, eperm), (_LD_W_ABS, 0, 0, _NR)]  # fmt: skip
     for name, number in calls.items():
-        if name not in (CLONE, CLONE3):
+        if name not in (CLONE, CLONE3, *SIGNAL_CALLS):
             program += [(_JEQ, 0, 1, number), (_RET, 0, 0, eperm)]
     return program + [(_RET, 0, 0, _ALLOW)]
 
@@ -159,7 +170,7 @@ def install_seccomp() -> bool:
     machine = platform.machine()
     if machine not in SYSCALLS:
         return False
-    program = seccomp_program(machine)
+    program = seccomp_program(machine, os.getpid())
     filters = b"".join(struct.pack("<HBBI", *instruction) for instruction in program)
     buffer = ctypes.create_string_buffer(filters)
     fprog = struct.pack("<HxxxxxxQ", len(program), ctypes.addressof(buffer))

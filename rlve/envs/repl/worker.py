@@ -55,8 +55,8 @@ PATH_EVENTS = {"os.listdir", "os.scandir", "os.remove", "os.rename", "os.rmdir",
 READ_EVENTS = {"os.listdir", "os.scandir"}
 REFUSED_EVENTS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
                   "subprocess.Popen", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym",
-                  "ctypes.cdata", "os.kill", "os.killpg", "socket.connect", "socket.bind",
-                  "socket.sendto", "socket.getaddrinfo", "os.startfile",
+                  "ctypes.cdata", "os.kill", "os.killpg", "socket.__new__", "socket.connect",
+                  "socket.bind", "socket.sendto", "socket.getaddrinfo", "os.startfile",
                   "resource.setrlimit", "resource.prlimit"}  # fmt: skip
 
 
