@@ -16,6 +16,7 @@ from typing import Any
 from rlve.envs.base import Environment
 from rlve.inference.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings
+from rlve.rollout.group_journal import GroupJournal
 from rlve.rollout.records import trajectory_row, write_text_atomically
 from rlve.rollout.runner import GroupJob, play_groups
 from rlve.rollout.summary import summarize
@@ -60,14 +61,45 @@ async def evaluate_async(
     time_limit_s: float | None = None,
     max_seq_len: int | None = None,
     progress: bool = False,
+    journal: GroupJournal | None = None,
 ) -> EvalResult:
+    """`journal`: groups already played (by job index) are not played again, and each new one is
+    appended to it as it finishes; the result is the same as one uninterrupted evaluation's."""
     max_seq_len = max_seq_len or getattr(engine, "max_seq_len", None)
     settings = EpisodeSettings(max_seq_len=max_seq_len, time_limit_s=time_limit_s)
     jobs = evaluation_jobs(env, num_examples, seed, sampling)
-    groups = await play_groups(
-        engine, jobs, rollouts_per_example, settings, max_concurrent, progress
-    )
-    return EvalResult(summary=summarize(groups), groups=groups)
+    done = dict(journal.done) if journal else {}
+    todo = [i for i in range(len(jobs)) if i not in done]
+
+    def finished(position: int, group: RolloutGroup) -> None:
+        if journal is not None:
+            journal.append(todo[position], group)
+
+    played = await play_groups(engine, [jobs[i] for i in todo], rollouts_per_example, settings,
+                               max_concurrent, progress, on_group=finished)  # fmt: skip
+    done.update(zip(todo, played, strict=True))
+    groups = [done[i] for i in range(len(jobs))]
+    return EvalResult(summary={**summarize(groups), **uncertainty(groups)}, groups=groups)
+
+
+def uncertainty(groups: list[RolloutGroup]) -> dict[str, float]:
+    """For every metric that is 0 or 1 in each clean rollout (a win, a correct answer): its 95%
+    Wilson interval, `<metric>/ci95_low` and `/ci95_high`; with k > 1 rollouts per example, also
+    `pass@k/<metric>`, the share of examples where at least one rollout scored 1."""
+    rollouts = [t for g in groups for t in g.clean]
+    names = {name for t in rollouts for name in t.metrics}
+    binary = sorted(n for n in names if all(t.metrics.get(n) in (0.0, 1.0) for t in rollouts))
+    out = {}
+    for name in binary:
+        rate = sum(t.metrics[name] for t in rollouts) / len(rollouts)
+        out[f"{name}/ci95_low"], out[f"{name}/ci95_high"] = wilson_interval(rate, len(rollouts))
+    k = max((len(g.trajectories) for g in groups), default=1)
+    if k > 1:
+        scored = [g for g in groups if g.clean]
+        for name in binary:
+            hits = sum(any(t.metrics[name] == 1.0 for t in g.clean) for g in scored)
+            out[f"pass@{k}/{name}"] = hits / len(scored)
+    return out
 
 
 def evaluate(env: Environment, engine: Engine, num_examples: int, rollouts_per_example: int = 1,

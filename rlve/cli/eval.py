@@ -2,9 +2,12 @@
 
     python scripts/evaluate.py --env tictactoe --model tiny --num-examples 100 --out runs/eval/x
 
-Writes `summary.json` (the metrics and the settings that produced them) and `rollouts.jsonl` (one
-line per rollout) under --out, and prints the main metrics. Engines: vLLM on a model directory or
-hub id (default), an OpenAI-compatible endpoint (--base-url), or a scripted policy (--policy).
+Writes `summary.json` (the metrics and the settings that produced them, a 95% interval for each
+rate, pass@k with --rollouts k) and `rollouts.jsonl` (one line per rollout) under --out, and
+prints the main metrics. Groups are appended to `groups.jsonl` as they finish: the same command
+on the same --out continues a killed evaluation where it stopped (other settings are refused).
+Engines: vLLM on a model directory or hub id (default), an OpenAI-compatible endpoint
+(--base-url), or a scripted policy (--policy).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from rlve.evaluation import EvalResult, evaluate_async
 from rlve.inference import scripted
 from rlve.inference.engine import Engine, SamplingConfig
 from rlve.inference.scripted import Policy, ScriptedEngine
+from rlve.rollout.group_journal import GroupJournal
 from rlve.rollout.records import write_text_atomically
 from rlve.rollout.runner import env_sampling
 
@@ -221,7 +225,7 @@ def sampling_from_args(env: Environment, args: argparse.Namespace) -> SamplingCo
         raise UsageError(f"sampling: {exc}") from exc
 
 
-async def evaluate_then_close(env, engine, args, sampling) -> EvalResult:
+async def evaluate_then_close(env, engine, args, sampling, journal) -> EvalResult:
     try:
         return await evaluate_async(
             env,
@@ -233,9 +237,45 @@ async def evaluate_then_close(env, engine, args, sampling) -> EvalResult:
             max_concurrent=args.max_concurrent,
             time_limit_s=args.time_limit_s,
             progress=True,
+            journal=journal,
         )
     finally:
         await close_engine(engine)
+
+
+JOURNAL, SETTINGS = "groups.jsonl", "settings.json"
+FREE_ON_RESUME = ("out", "max_concurrent")
+"""flags an evaluation may be continued with different values of (they change no result)"""
+
+
+def resume_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """What an evaluation continued in the same --out must share (as JSON reads it back)."""
+    return json.loads(json.dumps({k: v for k, v in config.items() if k not in FREE_ON_RESUME}))
+
+
+def refuse_other_settings(out_dir: Path, settings: dict[str, Any]) -> None:
+    """UsageError when `out_dir` holds an evaluation made with other settings."""
+    path = out_dir / SETTINGS
+    if not path.exists():
+        return
+    before = json.loads(path.read_text())
+    keys = sorted(settings.keys() | before.keys())
+    changed = [f"{k}: {before.get(k)!r} then, {settings.get(k)!r} now"
+               for k in keys if settings.get(k) != before.get(k)]  # fmt: skip
+    if changed:
+        raise UsageError(
+            f"{out_dir} holds an evaluation with other settings ({'; '.join(changed)}): "
+            "continue it with the same flags, or choose another --out"
+        )
+
+
+def open_journal(out_dir: Path, settings: dict[str, Any]) -> GroupJournal:
+    """The groups an earlier run of this evaluation finished in `out_dir` (none at first)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / SETTINGS).exists():
+        text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
+        write_text_atomically(out_dir / SETTINGS, text)
+    return GroupJournal(out_dir / JOURNAL)
 
 
 def evaluate_from_args(args: argparse.Namespace) -> tuple[EvalResult, Path]:
@@ -246,16 +286,21 @@ def evaluate_from_args(args: argparse.Namespace) -> tuple[EvalResult, Path]:
     sampling = sampling_from_args(env, args)
     description = describe_engine(args)
     out_dir = args.out or default_out_dir(args)
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    config.pop("api_key")  # never write a secret into a results folder
+    config.update(engine=engine_kind(args), env_args=env_args, sampling=asdict(sampling))
+    settings = resume_settings(config)
+    refuse_other_settings(out_dir, settings)
     engine = build_engine(args)
+    journal = open_journal(out_dir, settings)
     print(
         f"{args.env} | {description} | {args.num_examples} examples x {args.rollouts} rollouts",
         flush=True,
     )
-    result = asyncio.run(evaluate_then_close(env, engine, args, sampling))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    config.pop("api_key")  # never write a secret into a results folder
-    config.update(engine=engine_kind(args), env_args=env_args, sampling=asdict(sampling))
+    if journal.done:
+        print(f"continuing {out_dir}: {len(journal.done)} of {args.num_examples} examples "
+              "were already played", flush=True)  # fmt: skip
+    result = asyncio.run(evaluate_then_close(env, engine, args, sampling, journal))
     summary = {"metrics": result.summary, "config": config}
     write_text_atomically(
         out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n"

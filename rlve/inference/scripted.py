@@ -7,6 +7,7 @@ Used for tests, baselines, and scripted teachers (minimax) that produce SFT data
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import random
@@ -52,6 +53,7 @@ class ScriptedEngine:
         self._takes_rng = "rng" in inspect.signature(policy).parameters
 
     async def generate(self, request: GenerationRequest) -> Generation:
+        await asyncio.sleep(0)  # a real engine's request yields: concurrent episodes interleave
         if self._takes_rng:
             text = self.policy(request.messages, rng=random.Random(request.sampling.seed))
         else:

@@ -9,7 +9,7 @@ whatever order they finished in.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tqdm.auto import tqdm
@@ -92,23 +92,29 @@ async def play_groups(
     settings: EpisodeSettings = EpisodeSettings(),
     max_concurrent: int = 64,
     progress: bool = False,
+    on_group: Callable[[int, RolloutGroup], None] | None = None,
 ) -> list[RolloutGroup]:
-    """Play every job's group, at most `max_concurrent` episodes at a time."""
+    """Play every job's group, at most `max_concurrent` episodes at a time; `on_group(index,
+    group)` is called as each one finishes."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     if max_concurrent < 1:
         raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
     limit = asyncio.Semaphore(max_concurrent)
-    tasks = [
-        asyncio.ensure_future(play_group(engine, job, group_size, settings, limit)) for job in jobs
-    ]
+
+    async def indexed(index: int, job: GroupJob) -> tuple[int, RolloutGroup]:
+        return index, await play_group(engine, job, group_size, settings, limit)
+
+    tasks = [asyncio.ensure_future(indexed(i, job)) for i, job in enumerate(jobs)]
     bar = tqdm(total=len(tasks), desc="rollout groups", disable=not progress, leave=False)
     try:
         for finished in asyncio.as_completed(tasks):
-            await finished
+            index, group = await finished
+            if on_group is not None:
+                on_group(index, group)
             bar.update(1)
     finally:
         bar.close()
         for task in tasks:
             task.cancel()
-    return [task.result() for task in tasks]
+    return [task.result()[1] for task in tasks]
