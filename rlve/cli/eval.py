@@ -168,8 +168,12 @@ def metrics_table(summary: dict[str, float]) -> str:
         if m.startswith("reward/") and m not in (*names, "reward/min", "reward/max")
     )
     names += sorted(m for m in summary if m.startswith("errors/"))
-    lines = [f"{'metric':<28} {'value':>10}", "-" * 39]
-    lines += [f"{name:<28} {summary[name]:>10.4f}" for name in names]
+    lines = [f"{'metric':<28} {'value':>10}  95% interval", "-" * 53]
+    for name in names:
+        line = f"{name:<28} {summary[name]:>10.4f}"
+        if f"{name}/ci95_low" in summary:
+            line += f"  {summary[f'{name}/ci95_low']:.3f}-{summary[f'{name}/ci95_high']:.3f}"
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -91,7 +91,8 @@ def test_the_engine_follows_from_the_flags_given(monkeypatch):
 
 def test_the_table_shows_the_main_metrics_present_in_order():
     summary = {"reward/mean": 0.7, "reward/std": 0.0, "reward/max": 0.7, "reward/win_reward": 0.5,
-               "game/draw": 1.0, "stop/game_over": 1.0, "errors/win_reward": 2.0}  # fmt: skip
+               "game/draw": 1.0, "stop/game_over": 1.0, "errors/win_reward": 2.0,
+               "game/draw/ci95_low": 0.8389, "game/draw/ci95_high": 1.0}  # fmt: skip
     lines = metrics_table(summary).splitlines()
     assert [line.split()[0] for line in lines[2:]] == [
         "reward/mean",
@@ -101,6 +102,7 @@ def test_the_table_shows_the_main_metrics_present_in_order():
         "errors/win_reward",
     ]
     assert lines[2] == f"{'reward/mean':<28} {'0.7000':>10}"
+    assert lines[5] == f"{'game/draw':<28} {'1.0000':>10}  0.839-1.000"  # 20 of 20 games
 
 
 @pytest.mark.vllm
