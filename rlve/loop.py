@@ -34,6 +34,7 @@ from rlve.distributed import Crew, follow, init_world
 from rlve.envs import expand_env_names, load_environment
 from rlve.envs.base import Environment
 from rlve.inference.scripted import ScriptedEngine, load_policy
+from rlve.inference.vllm_logs import send_vllm_logs_to
 from rlve.reliability.run_guard import run_guard
 from rlve.rollout.chat_tokens import end_of_turn_id
 from rlve.rollout.collector import BatchCollector, StepBatch
@@ -211,6 +212,8 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
         sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
         log.info("resumed %s at step %d", latest, trainer.step)
     started_elsewhere = engine is not None
+    if config.logging.vllm_log_file:
+        send_vllm_logs_to(run_dir)
     engine = engine if started_elsewhere else build_engine(config, trainer.tokenizer)
     logger = MetricsLogger(
         run_dir,

@@ -28,6 +28,7 @@ from rlve.evaluation import EvalResult, evaluate_async
 from rlve.inference import scripted
 from rlve.inference.engine import Engine, SamplingConfig
 from rlve.inference.scripted import Policy, ScriptedEngine
+from rlve.inference.vllm_logs import send_vllm_logs_to
 from rlve.rollout.group_journal import GroupJournal
 from rlve.rollout.records import write_text_atomically
 from rlve.rollout.runner import env_sampling
@@ -116,8 +117,9 @@ def engine_kind(args: argparse.Namespace) -> str:
     return kind
 
 
-def build_engine(args: argparse.Namespace) -> Engine:
-    """The engine of `engine_kind(args)`; a vLLM engine must be shut down by the caller."""
+def build_engine(args: argparse.Namespace, log_dir: Path | None = None) -> Engine:
+    """The engine of `engine_kind(args)`; a vLLM engine must be shut down by the caller, and
+    logs to `log_dir/vllm.log` when one is given."""
     kind = engine_kind(args)
     if kind == "scripted":
         return ScriptedEngine(load_policy(args.policy))
@@ -135,6 +137,8 @@ def build_engine(args: argparse.Namespace) -> Engine:
     except FileNotFoundError as exc:
         raise UsageError(f"--model: {exc}") from exc
     settings = InferenceConfig(dtype=args.dtype, max_model_len=args.max_model_len)
+    if log_dir is not None:
+        send_vllm_logs_to(log_dir)
     return VLLMEngine(resolve_model_path(model), tokenizer, settings)
 
 
@@ -295,7 +299,7 @@ def evaluate_from_args(args: argparse.Namespace) -> tuple[EvalResult, Path]:
     config.update(engine=engine_kind(args), env_args=env_args, sampling=asdict(sampling))
     settings = resume_settings(config)
     refuse_other_settings(out_dir, settings)
-    engine = build_engine(args)
+    engine = build_engine(args, log_dir=out_dir)
     journal = open_journal(out_dir, settings)
     print(
         f"{args.env} | {description} | {args.num_examples} examples x {args.rollouts} rollouts",

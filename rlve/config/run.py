@@ -163,6 +163,8 @@ class LoggingConfig:
     """rollouts written as readable text to samples/step_<n>.txt each step; 0 = none"""
     console_every: int = 1
     """print a progress line every N steps"""
+    vllm_log_file: bool = True
+    """vLLM's log lines go to <run dir>/vllm.log instead of the console"""
 
     def validate(self) -> None:
         require_choice("logging.wandb_mode", self.wandb_mode, WANDB_MODES)

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -54,7 +55,7 @@ def trainer_logprobs(trainer, ids: list[int]) -> list[float]:
     ("transport", "replicas"), [("shared_memory", 1), ("gloo", 1), ("gloo", 2)]
 )
 def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(
-    tmp_path, warm_model, transport, replicas
+    tmp_path, warm_model, transport, replicas, capfd
 ):
     """Every replica serves the trainer's weights after every push (with 2 replicas: one gloo
     broadcast group holding both engines' workers), and every replica gets requests."""
@@ -97,6 +98,11 @@ def test_three_cispo_steps_push_weights_that_vllm_serves_exactly(
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["perf/sync_s"] > 0 and math.isfinite(r["train/loss"]) for r in rows)
     assert all(r["reward/std"] > 0 for r in rows)  # the warm model gives a learning signal
+    # vLLM's log lines (its engine and worker processes' too) are in the run's folder, not on
+    # the console: "INFO 12-01 16:45:31 [core.py:133] ..." is vLLM's own line format
+    assert re.search(r"INFO \d+ EngineCore|INFO \d+ vllm", (tmp_path / "vllm.log").read_text())
+    console = "".join(capfd.readouterr())
+    assert not re.search(r"(INFO|WARNING) \d\d-\d\d \d\d:", console), console[-2000:]
 
 
 def test_an_engine_started_on_the_base_model_serves_the_run_s_model_before_step_one(
