@@ -96,7 +96,7 @@ DEMO = replace(RECIPE, sft_steps=30, rl_steps=6)
 TINY = RecipeSize(model="tiny", dtype="float32", rules="full", teacher_noise=0.3,
                   teacher_games=1000, sft_steps=400, sft_lr=5e-3, sft_batch=16, rl_steps=20,
                   rl_lr=2e-4, groups_per_step=16, overlong_buffer=None)  # fmt: skip
-"""the embedded tiny model (it does not learn which cells are free: docs/results.md section 2)"""
+"""the embedded tiny model (it does not learn which cells are free: docs/results.md section 5)"""
 SIZES = {"smollm2-135m": RECIPE, "tiny": TINY}
 
 

@@ -16,8 +16,6 @@ import os
 import sys
 from pathlib import Path
 
-from rlve.rollout.records import write_text_atomically
-
 LOG_FILE = "vllm.log"
 CONFIG_FILE = "vllm_logging.json"
 ENV = "VLLM_LOGGING_CONFIG_PATH"
@@ -45,7 +43,8 @@ def send_vllm_logs_to(folder: str | Path) -> Path | None:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = logging_config(folder / LOG_FILE)
-    config_path = write_text_atomically(folder / CONFIG_FILE, json.dumps(config, indent=1))
+    config_path = folder / CONFIG_FILE  # written before any process that reads it starts
+    config_path.write_text(json.dumps(config, indent=1))
     os.environ[ENV] = str(config_path.resolve())
     os.environ[_OURS] = "1"
     if "vllm.logger" in sys.modules:  # vLLM configures its logging on import: again, here
