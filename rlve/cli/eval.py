@@ -169,7 +169,9 @@ def metrics_table(summary: dict[str, float]) -> str:
     names[2:2] = sorted(
         m
         for m in summary
-        if m.startswith("reward/") and m not in (*names, "reward/min", "reward/max")
+        if m.startswith("reward/")
+        and m not in (*names, "reward/min", "reward/max")
+        and not m.endswith(("/ci95_low", "/ci95_high"))
     )
     names += sorted(m for m in summary if m.startswith("errors/"))
     lines = [f"{'metric':<28} {'value':>10}  95% interval", "-" * 53]
