@@ -95,8 +95,8 @@ def _set_parent_death_signal() -> None:
 
 UNSHARE = ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
            "--mount-proc", "--net", "--ipc", "--uts", "--"]  # fmt: skip
-"""new namespaces for the worker: it is PID 1 of its own (every process it makes ends with it),
-root of a user namespace only (to mount its tmpfs), without network"""
+"""new namespaces for the worker: its reaper is their PID 1 (when it ends, every process in them
+ends), it is root of a user namespace only (to mount its tmpfs), and it has no network"""
 
 
 @functools.cache
