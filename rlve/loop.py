@@ -88,6 +88,8 @@ def build_engine(config: RunConfig, tokenizer):
     from rlve.inference.vllm_engine import VLLMEngine
     from rlve.models import resolve_model_path
 
+    if config.logging.vllm_log_file:
+        send_vllm_logs_to(config.output_dir)
     return VLLMEngine(resolve_model_path(config.trainer.model), tokenizer, config.inference)
 
 
@@ -212,8 +214,6 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
         sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
         log.info("resumed %s at step %d", latest, trainer.step)
     started_elsewhere = engine is not None
-    if config.logging.vllm_log_file:
-        send_vllm_logs_to(run_dir)
     engine = engine if started_elsewhere else build_engine(config, trainer.tokenizer)
     logger = MetricsLogger(
         run_dir,

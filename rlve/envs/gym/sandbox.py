@@ -254,7 +254,7 @@ def _worker_main(conn: Any, memory_limit_mb: int | None) -> None:
         except (EOFError, OSError):
             return
         try:
-            fn, args = pickle.loads(payload)
+            fn, args = pickle.loads(payload)  # safe: from the parent, over this worker's own pipe
             answer = ("ok", fn(*args))
         except MemoryError as error:
             conn.send_bytes(pickle.dumps(("memory", _describe(error))))

@@ -185,9 +185,10 @@ class Worker:
         try:
             tree = ast.parse(code, "<cell>", "exec")
             last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            exec(compile(tree, "<cell>", "exec"), self.namespace)
+            exec(compile(tree, "<cell>", "exec"), self.namespace)  # safe: confined (confine.py)
             if last is not None:
-                result = eval(compile(ast.Expression(last.value), "<cell>", "eval"), self.namespace)
+                expression = compile(ast.Expression(last.value), "<cell>", "eval")
+                result = eval(expression, self.namespace)  # safe: confined (confine.py)
                 value = None if result is None else repr(result)[: self.limits["max_output_chars"]]
         except MemoryError:
             error = "MemoryError: the cell went over the REPL's memory limit"
