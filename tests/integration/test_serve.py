@@ -39,6 +39,8 @@ def test_the_serve_command_adds_rlve_options_and_cpu_defaults():
     assert command[command.index("--host") + 1] == "127.0.0.1"  # unless a host is given
     assert command[command.index("--middleware") + 1] == "rlve.inference.serve_guard.ServeGuard"
     assert serve_command(["/m", "--host", "0.0.0.0"], on_cpu=True).count("--host") == 1
+    assert "--host" not in serve_command(["/m", "--host=0.0.0.0"], on_cpu=True)
+    assert "--dtype" not in serve_command(["/m", "--dtype=bfloat16"], on_cpu=True)
     assert "--dtype" not in serve_command(["/m"], on_cpu=False)
     with pytest.raises(ValueError, match="--logprobs-mode is set by rlve.serve"):
         serve_command(["/m", "--logprobs-mode", "raw_logprobs"], on_cpu=True)
