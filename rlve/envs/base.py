@@ -143,7 +143,11 @@ class Environment:
         }
 
     async def setup_state(self, state: State) -> None:
-        """Prepare the per-episode state (board, resources...). Default: nothing."""
+        """Prepare the per-episode state (board, resources...). Default: nothing.
+
+        It may set `state["prompt"]` to a new list of messages (e.g. the example's prompt plus
+        a first observation that exists only once the episode's resource is up): the episode
+        then starts from it, and it is the trajectory's prompt."""
 
     async def env_response(self, messages: list[Message], state: State) -> list[Message]:
         """The environment's reply to the model's last message. Single-turn: none."""

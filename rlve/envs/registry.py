@@ -4,6 +4,8 @@
 `load_environment(**kwargs)`. Installed packages register theirs under the entry point group
 `rlve.environments` (`name = "package.module:load_environment"`). Families of generated
 environments (e.g. `rlve-gym/<Identifier>`) plug in as sources that list and load many names.
+Environments written for other frameworks load through a scheme: `verifiers:MODULE`, and the
+built-in `openenv` (an OpenEnv server given by its URL).
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ BUILTIN: dict[str, str] = {
     "mcp/notes": "rlve.envs.mcp.notes:load_environment",
     "wiki_search": "rlve.envs.wiki:load_environment",
     "python_repl/ledger": "rlve.envs.repl.ledger:load_environment",
+    "openenv": "rlve.envs.openenv:load_environment",
 }
+
+SCHEMES: dict[str, str] = {
+    "verifiers:": "rlve.envs.verifiers_env:load_verifiers_environment",
+}
+"""name prefixes of environments that come from other frameworks: `verifiers:MODULE` loads
+MODULE's verifiers environment; the whole name goes to the loader"""
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,9 @@ def _check_kwargs(name: str, loader: Callable, kwargs: dict) -> None:
 
 
 def _loader(name: str) -> Callable[..., Environment]:
+    for scheme, target in SCHEMES.items():
+        if name.startswith(scheme):
+            return functools.partial(_import(target), name)
     for source in _SOURCES:
         if name.startswith(source.prefix):
             return functools.partial(source.load, name)
@@ -117,9 +129,14 @@ def expand_env_names(patterns: Iterable[str]) -> list[str]:
     known = list_environments()
     found: list[str] = []
     for pattern in patterns:
-        matches = (
-            fnmatch.filter(known, pattern) if _is_glob(pattern) else [pattern] * (pattern in known)
-        )
+        if pattern.startswith(tuple(SCHEMES)):  # loaded by its scheme, never listed
+            matches = [pattern]
+        else:
+            matches = (
+                fnmatch.filter(known, pattern)
+                if _is_glob(pattern)
+                else [pattern] * (pattern in known)
+            )
         if not matches:
             close = difflib.get_close_matches(pattern, known, n=5, cutoff=0.6)
             hint = f"; close names: {close}" if close else ""

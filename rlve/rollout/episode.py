@@ -46,6 +46,8 @@ class EpisodeRecord:
     truncated_turns: int = 0
     weight_version: int = 0
     side_sequences: list[SideSequence] = field(default_factory=list)
+    prompt: list[Message] | None = None
+    """the episode's own prompt, when `setup_state` set one; else the example's"""
 
     def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.token_ids.extend(ids)
@@ -147,7 +149,26 @@ async def _setup_and_turns(
         raise
     except Exception as exc:  # a resource that cannot be made fails this episode only
         raise EnvironmentFailure(f"setup_state: {type(exc).__name__}: {exc}") from exc
+    _adopt_prompt(record)
     return await _turns(env, engine, record, sampling, settings, seed)
+
+
+def _adopt_prompt(record: EpisodeRecord) -> None:
+    """An environment whose prompt exists only once the episode's resource is up (an OpenEnv
+    server's reset observation) sets `state["prompt"]` to new messages in `setup_state`; the
+    episode starts from them and they are its trajectory's prompt. Done before anything is
+    tokenized, so the tokens match the messages."""
+    prompt = record.state["prompt"]
+    if prompt is record.example.prompt:
+        return
+    if not (isinstance(prompt, list) and prompt
+            and all(isinstance(m, dict) and "role" in m for m in prompt)):  # fmt: skip
+        raise EnvironmentFailure(
+            f"setup_state set state['prompt'] to {type(prompt).__name__}, not a non-empty list "
+            "of messages"
+        )
+    record.prompt = copy.deepcopy(prompt)
+    record.messages = copy.deepcopy(prompt)
 
 
 async def _turns(
@@ -222,9 +243,10 @@ def _turn_sampling(
 
 def _trajectory(env: Environment, record: EpisodeRecord, reason: str, seed: int) -> Trajectory:
     example = record.example
-    prompt_len = len(example.prompt)
+    prompt = record.prompt if record.prompt is not None else example.prompt
+    prompt_len = len(prompt)
     return Trajectory(
-        prompt=example.prompt,
+        prompt=prompt,
         completion=record.messages[prompt_len:],
         answer=example.answer,
         info=example.info,
