@@ -1,6 +1,7 @@
 """Environments: the API (single-turn, multi-turn, tools), parsers, rubrics, the registry, and
 the environments themselves (tic-tac-toe, reverse-text, double-check, calculator, and the
-verifiable families under `gym/`).
+verifiable families under `gym/`), and those of other frameworks (`verifiers_env/`: verifiers
+environments; `openenv/`: OpenEnv servers).
 
 May import `rlve.curriculum` (stratified draws), `rlve.config` (argument checks) and
 `rlve.types`; nothing here imports torch, so verifier workers start fast.

@@ -31,10 +31,9 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from rlve.inference.capped_http import MAX_RESPONSE_BYTES
-
-MAX_MESSAGE_BYTES = MAX_RESPONSE_BYTES
-"""the largest answer read from a server (a WebSocket message or the schema)"""
+MAX_MESSAGE_BYTES = 64 * 2**20
+"""the largest answer read from a server (a WebSocket message or the schema), the same cap as
+rlve.inference.capped_http's (environments do not import the inference package)"""
 MAX_ERROR_CHARS = 1000
 """a server's error message is cut to this many characters before it is kept"""
 CAPACITY_REACHED = "CAPACITY_REACHED"

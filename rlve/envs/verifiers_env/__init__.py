@@ -11,7 +11,9 @@ tested with); another version fails at load with a message that names it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import signal
 
 from rlve.envs.verifiers_env.adapter import VerifiersEnv
@@ -39,12 +41,14 @@ def load_verifiers_environment(name: str, **kwargs) -> VerifiersEnv:
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
         raise ValueError(f"{name!r}: module {module_name!r} has no load_environment function")
-    with _signal_handlers_kept():
+    with _signal_handlers_kept(), _no_dataset_bars():
         vf_env = loader(**kwargs)
     return VerifiersEnv(vf_env, name=name)
 
 
 def _check_version() -> None:
+    # verifiers logs at INFO to its own handler unless told otherwise; VF_LOG_LEVEL=INFO shows it
+    os.environ.setdefault("VF_LOG_LEVEL", "WARNING")
     try:
         import verifiers
     except ImportError as exc:
@@ -57,6 +61,20 @@ def _check_version() -> None:
             f"verifiers {version} is installed; rlve drives the hooks of verifiers {SUPPORTED}.x "
             f"(pip install 'verifiers>={SUPPORTED},<0.1.10')"
         )
+
+
+@contextlib.contextmanager
+def _no_dataset_bars():
+    """verifiers formats its dataset with `datasets.map`: no progress bar per load."""
+    from datasets.utils import logging as datasets_logging
+
+    shown = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            datasets_logging.enable_progress_bar()
 
 
 class _signal_handlers_kept:
