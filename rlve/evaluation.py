@@ -79,7 +79,30 @@ async def evaluate_async(
                                max_concurrent, progress, on_group=finished)  # fmt: skip
     done.update(zip(todo, played, strict=True))
     groups = [done[i] for i in range(len(jobs))]
-    return EvalResult(summary={**summarize(groups), **uncertainty(groups)}, groups=groups)
+    summary = {**summarize(groups), **uncertainty(groups), **per_difficulty(env, groups)}
+    return EvalResult(summary=summary, groups=groups)
+
+
+def per_difficulty(env: Environment, groups: list[RolloutGroup]) -> dict[str, float]:
+    """For rollouts with a difficulty level, per level d over its clean rollouts:
+    `difficulty/<d>/accuracy` (the environment's own `accuracy`) with its 95% Wilson interval,
+    `difficulty/<d>/reward` (the mean) and `difficulty/<d>/rollouts` (how many)."""
+    by_level: dict[int, list] = {}
+    for group in groups:
+        for t in group.clean:
+            if t.difficulty is not None:
+                by_level.setdefault(int(t.difficulty), []).append(t)
+    out = {}
+    for level, rollouts in sorted(by_level.items()):
+        key = f"difficulty/{level}"
+        accuracy = sum(env.accuracy(t) for t in rollouts) / len(rollouts)
+        out[f"{key}/accuracy"] = accuracy
+        out[f"{key}/accuracy/ci95_low"], out[f"{key}/accuracy/ci95_high"] = wilson_interval(
+            accuracy, len(rollouts)
+        )
+        out[f"{key}/reward"] = sum(t.reward for t in rollouts) / len(rollouts)
+        out[f"{key}/rollouts"] = float(len(rollouts))
+    return out
 
 
 def uncertainty(groups: list[RolloutGroup]) -> dict[str, float]:

@@ -6,6 +6,8 @@ Writes `summary.json` (the metrics and the settings that produced them, a 95% in
 rate, pass@k with --rollouts k) and `rollouts.jsonl` (one line per rollout) under --out, and
 prints the main metrics. Groups are appended to `groups.jsonl` as they finish: the same command
 on the same --out continues a killed evaluation where it stopped (other settings are refused).
+The finished evaluation is also a W&B run (job_type "eval", offline under --out by default): its
+settings as config, its summary metrics and a `rollouts` table.
 Engines: vLLM on a model directory or hub id (default), an OpenAI-compatible endpoint
 (--base-url), or a scripted policy (--policy).
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import rlve
+from rlve.config.run import WANDB_MODES
 from rlve.envs.base import Environment
 from rlve.evaluation import EvalResult, evaluate_async
 from rlve.inference import scripted
@@ -32,6 +35,8 @@ from rlve.inference.vllm_logs import send_vllm_logs_to
 from rlve.rollout.group_journal import GroupJournal
 from rlve.rollout.records import write_text_atomically
 from rlve.rollout.runner import env_sampling
+from rlve.training.rollout_table import ROLLOUT_TABLE, rollout_table
+from rlve.training.wandb_run import start_wandb_run
 
 ENGINE_KINDS = ("vllm", "openai", "scripted")
 
@@ -47,6 +52,8 @@ MAIN_METRICS = (
     "completion/truncated_frac",
 )
 """the metrics the printed table shows when present (summary.json has them all)"""
+WANDB_TABLE_ROWS = 1000
+"""most rollouts in the W&B run's table (the first, in example order); rollouts.jsonl has all"""
 
 
 class UsageError(ValueError):
@@ -213,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--time-limit-s", type=float, default=None, help="per-episode time limit")
     run.add_argument("--out", type=Path, default=None,
                      help="output directory (default runs/eval/<env>_<model>_<time>)")  # fmt: skip
+    runs = parser.add_argument_group("W&B")
+    runs.add_argument("--wandb-mode", choices=WANDB_MODES, default="offline",
+                      help="the evaluation's W&B run (under --out/wandb when offline)")  # fmt: skip
+    runs.add_argument("--wandb-project", default="rlve", help="W&B project")
     return parser
 
 
@@ -254,7 +265,7 @@ async def evaluate_then_close(env, engine, args, sampling, journal) -> EvalResul
 
 
 JOURNAL, SETTINGS = "groups.jsonl", "settings.json"
-FREE_ON_RESUME = ("out", "max_concurrent")
+FREE_ON_RESUME = ("out", "max_concurrent", "wandb_mode", "wandb_project")
 """flags an evaluation may be continued with different values of (they change no result)"""
 
 
@@ -316,7 +327,24 @@ def evaluate_from_args(args: argparse.Namespace) -> tuple[EvalResult, Path]:
         out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n"
     )
     result.save_rollouts(out_dir / "rollouts.jsonl")
+    log_to_wandb(out_dir, args, config, result)
     return result, out_dir
+
+
+def log_to_wandb(
+    out_dir: Path, args: argparse.Namespace, config: dict[str, Any], result: EvalResult
+) -> None:
+    """The finished evaluation as a W&B run (job_type "eval"): its settings as config, its
+    summary metrics, and its first `WANDB_TABLE_ROWS` rollouts as the `rollouts` table."""
+    run = start_wandb_run(out_dir, args.wandb_mode, args.wandb_project, out_dir.name, "eval",
+                          config)  # fmt: skip
+    if run is None:
+        return
+    rollouts = [t for group in result.groups for t in group.trajectories][:WANDB_TABLE_ROWS]
+    try:
+        run.log({**result.summary, ROLLOUT_TABLE: rollout_table(rollouts)})
+    finally:
+        run.finish()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,12 +1,17 @@
 """`scripts/generate_sft_data.py` and `scripts/sft_warmup.py`: teacher games to SFT data, and
-SFT warm-up on that data to an exported model (the library side is `rlve.training.sft`)."""
+SFT warm-up on that data to an exported model (the library side is `rlve.training.sft`). The
+warm-up is a W&B run too (job_type "sft", offline under --out by default): its settings and the
+loss of every step."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
+from pathlib import Path
 
 from rlve.config import LoraConfig, TrainerConfig
+from rlve.config.run import WANDB_MODES
 from rlve.envs import load_environment
 from rlve.models import load_tokenizer
 from rlve.training.sft import (
@@ -16,6 +21,7 @@ from rlve.training.sft import (
     teacher_games,
     tictactoe_teacher_data,
 )
+from rlve.training.wandb_run import start_wandb_run
 
 
 def generate_main(argv: list[str] | None = None) -> None:
@@ -73,6 +79,9 @@ def warmup_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wandb-mode", choices=WANDB_MODES, default="offline",
+                        help="the warm-up's W&B run (under --out/wandb when offline)")  # fmt: skip
+    parser.add_argument("--wandb-project", default="rlve", help="W&B project")
     args = parser.parse_args(argv)
     examples = load_examples(args.data)
     config = TrainerConfig(
@@ -81,6 +90,15 @@ def warmup_main(argv: list[str] | None = None) -> None:
         seed=args.seed, lora=LoraConfig(enabled=args.lora_rank > 0, rank=max(args.lora_rank, 1)),
     )  # fmt: skip
     config.validate()
-    path, losses = sft_warmup(examples, config, args.out, args.batch_size, args.seed)
+    settings = {"trainer": asdict(config), "data": args.data, "examples": len(examples),
+                "batch_size": args.batch_size}  # fmt: skip
+    run = start_wandb_run(args.out, args.wandb_mode, args.wandb_project,
+                          f"sft-{Path(args.out).name}", "sft", settings)  # fmt: skip
+    log_step = None if run is None else (lambda step, metrics: run.log(metrics, step=step))
+    try:
+        path, losses = sft_warmup(examples, config, args.out, args.batch_size, args.seed, log_step)
+    finally:
+        if run is not None:
+            run.finish()
     (path / "sft_losses.json").write_text(json.dumps(losses))
     print(f"SFT: {len(examples)} games, loss {losses[0]:.3f} -> {losses[-1]:.3f}; model: {path}")

@@ -160,7 +160,14 @@ class LoggingConfig:
     tags: list[str] = field(default_factory=list)
     """W&B tags"""
     samples_per_step: int = 2
-    """rollouts written as readable text to samples/step_<n>.txt each step; 0 = none"""
+    """rollouts written as readable text to samples/step_<n>.txt each step (the best and the
+    worst of the first groups); 0 = none"""
+    rollout_table_every: int = 5
+    """log W&B's `rollouts` table (step, environment, difficulty, prompt, completion, reward, each
+    reward function's score, stop reason) every N steps; 0 = never"""
+    rollout_table_rows: int = 8
+    """rollouts in each such table, picked as samples/ picks them (the first rows are the same
+    rollouts); >= 1"""
     console_every: int = 1
     """print a progress line every N steps"""
     vllm_log_file: bool = True
@@ -168,6 +175,9 @@ class LoggingConfig:
 
     def validate(self) -> None:
         require_choice("logging.wandb_mode", self.wandb_mode, WANDB_MODES)
+        every, rows = self.rollout_table_every, self.rollout_table_rows
+        require(every >= 0, f"logging.rollout_table_every must be >= 0 (0 = never), got {every}")
+        require(rows >= 1, f"logging.rollout_table_rows must be >= 1, got {rows}")
 
 
 @dataclass

@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from rlve.config import InferenceConfig
@@ -34,6 +35,7 @@ from rlve.inference.engine import (
     GenerationRequest,
     PromptTokenCounts,
 )
+from rlve.inference.vllm_logs import children_print_to_log
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
 from rlve.sync.push import connect_broadcaster, gather, push_weights, wait_for
@@ -128,11 +130,12 @@ class VLLMEngine:
             worker_extension_cls=WORKER_EXTENSION,
             disable_log_stats=True,
         )
+        log_file = None
         try:
-            with engine_devices(gpus):
+            with engine_devices(gpus), children_print_to_log() as log_file:
                 return AsyncLLM.from_engine_args(args)
         except Exception as exc:
-            raise EngineStartError(_start_hint(self.model_path, s, exc)) from exc
+            raise EngineStartError(_start_hint(self.model_path, s, exc, log_file)) from exc
 
     def _call(self, coroutine, timeout: float, what: str):
         """Run a coroutine on the engine's loop from synchronous code, with a time limit."""
@@ -301,7 +304,13 @@ async def _cancel_pending_tasks() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _start_hint(model_path: str, settings: InferenceConfig, exc: Exception) -> str:
+START_LOG_LINES = 15
+"""lines of vllm.log that a failed start shows"""
+
+
+def _start_hint(
+    model_path: str, settings: InferenceConfig, exc: Exception, log_file: Path | None = None
+) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if not os.path.exists(model_path) and "/" not in model_path.strip("/"):
         advice = f"model {model_path!r} is neither a local directory nor a hub id"
@@ -315,9 +324,14 @@ def _start_hint(model_path: str, settings: InferenceConfig, exc: Exception) -> s
         )
     else:
         cache = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+        where = f"the end of {log_file}" if log_file is not None else "the error above"
         advice = (
-            "see the error above; if it is a C++ compile error of torch's inductor ('at::vec' has "
+            f"see {where}; if it is a C++ compile error of torch's inductor ('at::vec' has "
             "not been declared), a process killed while vLLM compiled left a broken cache: "
             f"delete {cache} and start again"
         )
-    return f"vLLM failed to start for {model_path!r}: {advice}. ({text})"
+    tail = ""
+    if log_file is not None and log_file.exists():
+        lines = log_file.read_text(errors="replace").splitlines()[-START_LOG_LINES:]
+        tail = f"\nThe last lines of {log_file}:\n" + "\n".join(lines)
+    return f"vLLM failed to start for {model_path!r}: {advice}. ({text}){tail}"

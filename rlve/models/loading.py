@@ -9,6 +9,7 @@ seconds, listing the built-in names, instead of retrying an unreachable hub.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -19,6 +20,7 @@ from transformers import (
     PreTrainedTokenizerBase,
     PreTrainedTokenizerFast,
 )
+from transformers.utils import logging as hf_logging
 
 from rlve.models.smollm2 import SMOLLM2_NAME, smollm2_path
 from rlve.models.tiny import TINY_MARKER_FILE, TINY_MODEL_NAME, tiny_model_path
@@ -126,7 +128,19 @@ def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> Pr
         raise ValueError(f"dtype must name a torch dtype such as 'float32', got {dtype!r}")
     path = resolve_model_path(name)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        with _no_progress_bar():  # a bar per load, one line per update in a log file
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
     except (OSError, ValueError) as error:
         raise _load_error("model", name, path, error) from error
     return model.to(device)
+
+
+@contextlib.contextmanager
+def _no_progress_bar():
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rlve.types import Trajectory
+from rlve.types import Message, Trajectory
 
 TOKEN_FIELDS = ("token_ids", "loss_mask", "sampler_logprobs")
 """per-token lists of a Trajectory: what a reader of saved rollouts does not need"""
@@ -41,7 +41,9 @@ def render_trajectory(t: Trajectory) -> str:
         f"stop {t.stop_reason} | turns {t.num_turns} | weights v{t.weight_version}"
     )
     metrics = ", ".join(f"{k}={v:.3g}" for k, v in sorted(t.metrics.items()))
-    lines = [head, f"metrics: {metrics}"]
-    for message in t.prompt[-1:] + t.completion:
-        lines.append(f"--- {message['role']}\n{message.get('content') or ''}")
-    return "\n".join(lines)
+    return "\n".join([head, f"metrics: {metrics}", render_messages(t.prompt[-1:] + t.completion)])
+
+
+def render_messages(messages: list[Message]) -> str:
+    """Chat messages as text: each one's role on a `--- role` line, then its content."""
+    return "\n".join(f"--- {m['role']}\n{m.get('content') or ''}" for m in messages)

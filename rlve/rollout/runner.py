@@ -12,12 +12,11 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tqdm.auto import tqdm
-
 from rlve.envs.base import Environment
 from rlve.inference.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings, play_episode
 from rlve.rollout.faults import episode_fault
+from rlve.rollout.progress import progress_bar
 from rlve.types import Example, RolloutGroup
 
 
@@ -106,7 +105,7 @@ async def play_groups(
         return index, await play_group(engine, job, group_size, settings, limit)
 
     tasks = [asyncio.ensure_future(indexed(i, job)) for i, job in enumerate(jobs)]
-    bar = tqdm(total=len(tasks), desc="rollout groups", disable=not progress, leave=False)
+    bar = progress_bar(total=len(tasks), desc="rollout groups", disable=not progress, leave=False)
     try:
         for finished in asyncio.as_completed(tasks):
             index, group = await finished

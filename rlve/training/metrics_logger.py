@@ -1,8 +1,9 @@
 """One sink for a run's metrics: metrics.jsonl always, W&B when enabled, a console progress line.
 
 Each step's metrics go out in one namespace (`reward/`, `train/`, `sampling/`, `perf/`...). A few
-rollouts per step are written as readable text under `samples/`, because looking at what the model
-actually did is the fastest way to find a broken reward or a collapsed policy.
+rollouts per step are written as readable text under `samples/`, and every few steps as a W&B
+table, because looking at what the model actually did is the fastest way to find a broken reward
+or a collapsed policy.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import math
 import os
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlve.config import LoggingConfig
 from rlve.rollout.records import render_trajectory, write_text_atomically
-from rlve.types import RolloutGroup, Trajectory
+from rlve.training.rollout_table import ROLLOUT_TABLE, pick_rollouts, rollout_table
+from rlve.training.wandb_run import start_wandb_run
+from rlve.types import RolloutGroup
 
 
 def _jsonable(value: float) -> float | None:
@@ -51,10 +53,9 @@ class MetricsLogger:
         self._file = self.metrics_path.open("a" if resume_step is not None else "w")
         self._started = time.time()
         self._first_step: int | None = None
-        self._wandb = None
-        if config.wandb_mode != "disabled":
-            resume = resume_step is not None
-            self._wandb = _start_wandb(self.run_dir, config, resolved_config, run_name, resume)
+        self._wandb = start_wandb_run(self.run_dir, config.wandb_mode, config.project, run_name,
+                                      "rl", resolved_config, config.tags,
+                                      resume=resume_step is not None)  # fmt: skip
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Record one step; the line in metrics.jsonl is flushed before this returns."""
@@ -86,18 +87,18 @@ class MetricsLogger:
         return " | ".join(parts)
 
     def save_samples(self, step: int, groups: Sequence[RolloutGroup]) -> Path | None:
-        """Write a few rollouts of this step as text: the best and the worst of the first groups."""
+        """Show a few rollouts of this step: the best and the worst of the first groups, as text
+        in samples/step_<n>.txt (returned), and every `rollout_table_every` steps as W&B's
+        `rollouts` table."""
+        every = self.config.rollout_table_every
+        if self._wandb is not None and every and step % every == 0 and groups:
+            picked = pick_rollouts(groups, self.config.rollout_table_rows)
+            self._wandb.log({ROLLOUT_TABLE: rollout_table(picked, step)}, step=step)
         count = self.config.samples_per_step
         if count <= 0 or not groups:
             return None
-        picked: list[Trajectory] = []
-        for group in groups:
-            ranked = sorted(group.trajectories, key=lambda t: t.reward)
-            picked += [ranked[-1], ranked[0]] if len(ranked) > 1 else ranked
-            if len(picked) >= count:
-                break
         self.samples_dir.mkdir(exist_ok=True)
-        text = "\n\n".join(render_trajectory(t) for t in picked[:count]) + "\n"
+        text = "\n\n".join(render_trajectory(t) for t in pick_rollouts(groups, count)) + "\n"
         return write_text_atomically(self.samples_dir / f"step_{step:06d}.txt", text)
 
     def close(self) -> None:
@@ -124,29 +125,3 @@ def rewind(run_dir: Path, step: int) -> None:
     for sample in (run_dir / "samples").glob("step_*.txt"):
         if int(sample.stem.removeprefix("step_")) > step:
             sample.unlink()
-
-
-def _start_wandb(run_dir, config, resolved_config, run_name, resume):
-    import wandb
-
-    os.environ.setdefault("WANDB_SILENT", "true")
-    return wandb.init(
-        project=config.project,
-        name=run_name,
-        tags=list(config.tags),
-        config=resolved_config,
-        dir=str(run_dir),
-        mode=config.wandb_mode,
-        resume="allow" if resume else None,
-        id=_wandb_id(run_dir, resume),
-    )
-
-
-def _wandb_id(run_dir: Path, resume: bool) -> str:
-    """The W&B run id, kept in the run directory so a resumed run continues the same W&B run."""
-    path = run_dir / "wandb_id.txt"
-    if resume and path.exists():
-        return path.read_text().strip()
-    run_id = uuid.uuid4().hex[:12]
-    path.write_text(run_id)
-    return run_id

@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from rlve.config import TrainerConfig
 from rlve.envs import load_environment
 from rlve.envs.base import Environment
@@ -23,6 +21,7 @@ from rlve.envs.tictactoe import noisy_minimax_policy
 from rlve.evaluation import evaluate
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.chat_tokens import conversation_tokens, end_of_turn_id
+from rlve.rollout.progress import progress_bar
 from rlve.rollout.records import write_text_atomically
 from rlve.training.trainer import Trainer
 from rlve.types import Trajectory
@@ -89,10 +88,12 @@ def sft_warmup(
     output_dir: str | Path,
     batch_size: int = 32,
     seed: int = 0,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
 ) -> tuple[Path, list[float]]:
     """Train `config.max_steps` SFT steps on shuffled batches; export the model to output_dir.
 
-    Returns the exported directory and the loss of every step.
+    Returns the exported directory and the loss of every step. `on_step(step, metrics)` is called
+    after each step (1, 2, ...) with its `train/*` metrics: the command line logs them to W&B.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -100,8 +101,8 @@ def sft_warmup(
     rng = random.Random(seed)
     order: list[int] = []
     losses = []
-    bar = tqdm(range(config.max_steps), desc="SFT")
-    for _ in bar:
+    bar = progress_bar(iterable=range(config.max_steps), desc="SFT")
+    for step in bar:
         if len(order) < batch_size:
             fresh = list(range(len(examples)))
             rng.shuffle(fresh)
@@ -109,6 +110,8 @@ def sft_warmup(
         batch, order = order[:batch_size], order[batch_size:]
         metrics = trainer.sft_step([(examples[i].token_ids, examples[i].loss_mask) for i in batch])
         losses.append(metrics["train/loss"])
+        if on_step is not None:
+            on_step(step + 1, metrics)
         bar.set_postfix(loss=f"{losses[-1]:.4f}")
     return Path(trainer.export(str(output_dir))), losses
 

@@ -1,6 +1,6 @@
 """An evaluation killed with SIGKILL and started again on the same --out ends with every example
 exactly once and the summary of an uninterrupted run; other settings are refused; rates come with
-95% intervals and pass@k."""
+95% intervals and pass@k, and accuracy per difficulty level."""
 
 from __future__ import annotations
 
@@ -90,3 +90,28 @@ def test_rates_have_wilson_intervals_and_pass_at_k(tmp_path):
         sum(max(wins) for wins in by_example.values()) / len(by_example)
     )
     assert "pass@3/reward/mean" not in metrics  # a reward is not a 0/1 outcome
+
+
+def test_accuracy_per_difficulty_counts_clean_rollouts_per_level():
+    from rlve.envs import SingleTurnEnv
+    from rlve.evaluation import per_difficulty
+    from rlve.types import Fault, RolloutGroup, Trajectory
+
+    def rollout(difficulty, reward, fault=None):
+        return Trajectory(prompt=[], completion=[], reward=reward, difficulty=difficulty,
+                          fault=fault)  # fmt: skip
+
+    env = SingleTurnEnv([{"question": "q"}])  # accuracy: reward >= 1.0
+    groups = [
+        RolloutGroup(0, "e", [rollout(1, 1.0), rollout(1, 1.0), rollout(1, 0.0)], 1),
+        RolloutGroup(1, "e", [rollout(3, 0.5), rollout(3, 1.0),
+                              rollout(3, 1.0, Fault("timeout", "t"))], 3),
+        RolloutGroup(2, "e", [rollout(None, 1.0)]),
+    ]  # fmt: skip
+    out = per_difficulty(env, groups)
+    assert out["difficulty/1/accuracy"] == pytest.approx(2 / 3)
+    assert out["difficulty/1/rollouts"] == 3.0
+    assert out["difficulty/3/accuracy"] == 0.5 and out["difficulty/3/rollouts"] == 2.0  # no fault
+    assert out["difficulty/3/reward"] == 0.75
+    assert out["difficulty/1/accuracy/ci95_low"] < 2 / 3 < out["difficulty/1/accuracy/ci95_high"]
+    assert not any(key.startswith("difficulty/None") for key in out)
