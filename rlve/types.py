@@ -86,6 +86,9 @@ class Trajectory:
     `train_side_calls` (PythonREPLEnv's train_on_sub_calls)"""
     fault: Fault | None = None
     """the fault that ended or spoiled this episode, None for a clean one (`faults/<kind>`)"""
+    turn_rewards: list[float] = field(default_factory=list)
+    """per model turn, the part of `reward` it earned (`Environment.reward_turn`); empty when
+    the environment credits no turn"""
 
     @property
     def prompt_len(self) -> int:

@@ -165,6 +165,14 @@ class Environment:
         Default: its reward reaches `passing_reward`."""
         return float(trajectory.reward >= self.passing_reward)
 
+    def reward_turn(self, state: State, value: float) -> None:
+        """Say that `value` of the episode's reward was earned by the turn just played (an
+        invalid move's penalty, at that move). The rubric's reward stays the episode's; training
+        with `trainer.credit=turn` gives each turn its own return (rlve.algorithms.turn_credit)."""
+        earned = state.setdefault("turn_rewards", {})
+        turn = state["turn"] - 1
+        earned[turn] = earned.get(turn, 0.0) + float(value)
+
     def end_episode(self, state: State, reason: str = "env_done") -> None:
         """Called by `env_response` when its reply is the last message of the episode."""
         state["done"] = True

@@ -261,6 +261,16 @@ def _trajectory(env: Environment, record: EpisodeRecord, reason: str, seed: int)
         seed=seed,
         weight_version=record.weight_version,
         num_turns=record.state["turn"],
+        turn_rewards=_turn_rewards(record.state),
         truncated_turns=record.truncated_turns,
         side_sequences=record.side_sequences,
     )
+
+
+def _turn_rewards(state: State) -> list[float]:
+    """What each model turn earned (`Environment.reward_turn`), 0 for the others; [] when the
+    environment credited no turn."""
+    earned = state.get("turn_rewards")
+    if not earned:
+        return []
+    return [float(earned.get(turn, 0.0)) for turn in range(state["turn"])]

@@ -7,7 +7,8 @@ equal replies within a rollout group; `random_move_prob` is stratified over the 
 batch spans [min_random_move_prob, max_random_move_prob]. Invalid answers are told why and the game
 goes on; the episode stops at `max_turns` model turns. Rubric: win 1 / draw 0.5 / else 0 (weight 1),
 format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1), or with
-`invalid_penalty="per_move"` -0.1 for each invalid move.
+`invalid_penalty="per_move"` -0.1 for each invalid move. Each penalty is also credited to the
+move that cost it (`reward_turn`), for training with per-turn credit.
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ INVALID_PENALTIES = {"flat": invalid_move_penalty, "per_move": invalid_moves_pen
 class TicTacToeEnv(MultiTurnEnv):
     """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
 
+    invalid_penalty: str = "flat"
+    """'flat' or 'per_move' (INVALID_PENALTIES): which invalid moves are credited their penalty
+    as turn rewards (the first one, or each)"""
+
     difficulty_step: float = 0.1
     """how much each difficulty level lowers the opponent's random-move probability"""
 
@@ -145,6 +150,8 @@ class TicTacToeEnv(MultiTurnEnv):
             board = place(board, cell, X_MARK)
         except InvalidMove as invalid:
             state["invalid_moves"] += 1
+            if self.invalid_penalty == "per_move" or state["invalid_moves"] == 1:
+                self.reward_turn(state, INVALID_MOVE_PENALTY)  # the move that cost it
             return [{"role": "user", "content": invalid_move_message(invalid.reason, board)}]
         if self._game_over(board, state):
             return [{"role": "user", "content": final_message(state["result"], board)}]
@@ -230,7 +237,7 @@ def load_environment(
     rubric = Rubric(parser=parser)
     rubric.add(win_reward, 1.0).add(format_reward, 0.2)
     rubric.add(INVALID_PENALTIES[invalid_penalty], 1.0)
-    return TicTacToeEnv(
+    env = TicTacToeEnv(
         rows,
         system_prompt=SYSTEM_PROMPTS[rules],
         parser=parser,
@@ -239,3 +246,5 @@ def load_environment(
         name="tictactoe",
         sampling={"max_tokens": max_tokens},
     )
+    env.invalid_penalty = invalid_penalty
+    return env

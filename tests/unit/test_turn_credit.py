@@ -1,0 +1,72 @@
+"""Per-turn returns and advantages, checked against values computed by hand."""
+
+import pytest
+
+from rlve.algorithms.turn_credit import token_advantages, turn_advantages, turn_returns
+
+
+def test_what_the_turns_do_not_claim_is_earned_at_the_last_turn():
+    # r = [-1, 0 + (0 - (-1))] = [-1, 1]; G_1 = 1, G_0 = -1 + 1 = 0 (the episode's reward)
+    assert turn_returns([-1.0, 0.0], 0.0, gamma=1.0) == [0.0, 1.0]
+    # no turn rewards: every turn's return is the episode's reward, discounted from the end
+    assert turn_returns([0.0, 0.0, 0.0], 1.0, gamma=0.5) == [0.25, 0.5, 1.0]
+    assert turn_returns([], 1.0, gamma=1.0) == []
+
+
+def test_two_turn_episodes_get_the_advantages_computed_by_hand():
+    """Rollout A moves illegally at turn 0 (-1, which is its episode's reward); B wins (+1).
+    gamma 1: G_A = [-1, 0], G_B = [1, 1]. Turn 0: mean 0 -> -1, +1 (the episode advantages).
+    Turn 1: mean 0.5 -> -0.5, +0.5: A's later turn carries half the blame of its first."""
+    returns = [turn_returns([-1.0, 0.0], -1.0, 1.0), turn_returns([0.0, 0.0], 1.0, 1.0)]
+    assert returns == [[-1.0, 0.0], [1.0, 1.0]]
+    assert turn_advantages(returns, std_normalize=False) == [[-1.0, -0.5], [1.0, 0.5]]
+    # gamma 0.5: G_A = [-1 + 0.5 * 0, 0] = [-1, 0], G_B = [0 + 0.5 * 1, 1] = [0.5, 1];
+    # turn 0: mean -0.25 -> -0.75, +0.75
+    discounted = [turn_returns([-1.0, 0.0], -1.0, 0.5), turn_returns([0.0, 0.0], 1.0, 0.5)]
+    assert turn_advantages(discounted, std_normalize=False) == [[-0.75, -0.5], [0.75, 0.5]]
+
+
+def test_a_turn_only_one_rollout_reached_gets_no_advantage():
+    # turn 0: [2, 0, 1] -> mean 1; turn 1: [3, 5] -> mean 4; turn 2: only the first rollout
+    returns = [[2.0, 3.0, 7.0], [0.0], [1.0, 5.0]]
+    assert turn_advantages(returns, std_normalize=False) == [[1.0, -1.0, 0.0], [-1.0], [0.0, 1.0]]
+    # std-normalized: turn 0's sample std is 1, turn 1's is sqrt(2)
+    normalized = turn_advantages(returns, std_normalize=True, eps=0.0)
+    assert normalized[0][0] == pytest.approx(1.0) and normalized[2][1] == pytest.approx(2**-0.5)
+
+
+def test_a_token_of_turn_one_gets_turn_one_s_advantage():
+    # prompt 0-2, turn 0 = tokens 3-4, environment reply 5-6, turn 1 = token 7, then 8
+    per_token = token_advantages(9, [(3, 5), (7, 8)], [-1.0, -0.5])
+    assert per_token == [0.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0, -0.5, 0.0]
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="gamma must be in"):
+        turn_returns([0.0], 1.0, gamma=1.5)
+    with pytest.raises(ValueError, match="2 turns but 1 turn advantages"):
+        token_advantages(4, [(0, 1), (2, 3)], [1.0])
+    with pytest.raises(ValueError, match="outside a sequence of 4"):
+        token_advantages(4, [(2, 6)], [1.0])
+
+
+@pytest.mark.parametrize(
+    ("penalty", "expected"), [("flat", [-0.1, 0.0]), ("per_move", [-0.1, -0.1])]
+)
+def test_tictactoe_credits_an_invalid_move_s_penalty_to_that_move(penalty, expected):
+    import rlve
+    from rlve.envs.tictactoe import minimax_policy
+    from rlve.rollout import ScriptedEngine
+
+    answers = iter(["no move here", "<move>9</move>"])  # two invalid moves, then minimax
+
+    def policy(messages):
+        return next(answers, None) or minimax_policy(messages)
+
+    env = rlve.load_environment("tictactoe", num_examples=1, invalid_penalty=penalty,
+                                min_random_move_prob=0.0, max_random_move_prob=0.0)  # fmt: skip
+    [trajectory] = rlve.evaluate(env, ScriptedEngine(policy), 1).groups[0].trajectories
+    assert trajectory.turn_rewards[:2] == expected
+    assert trajectory.turn_rewards[2:] == [0.0] * (trajectory.num_turns - 2)
+    rubric_penalty = {"flat": "invalid_move_penalty", "per_move": "invalid_moves_penalty"}
+    assert trajectory.metrics[f"reward/{rubric_penalty[penalty]}"] == pytest.approx(sum(expected))
