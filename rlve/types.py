@@ -139,14 +139,17 @@ class RolloutGroup:
 
 @dataclass
 class MicroBatch:
-    """One forward/backward pass of the trainer: right-padded rows of token ids.
+    """One forward/backward pass of the trainer: rows of token ids, in one of two layouts.
 
+    Padded (`position_ids` None): one sequence per row, right-padded; padding has attention 0 and
+    loss mask 0. Packed (`position_ids` set): sequences end to end in a row, none padded, and
+    attention never crosses from one sequence into another (rlve.training.packed_attention).
     Every tensor is [B, T] and aligned with `input_ids`: position t describes token t (its loss
-    mask, its advantage, the sampler's log-prob of it). Padding has attention 0, loss mask 0.
+    mask, its advantage, the sampler's log-prob of it).
     """
 
     input_ids: Tensor
-    """[B, T] long token ids, padded on the right"""
+    """[B, T] long token ids"""
     attention_mask: Tensor
     """[B, T] long, 1 on real tokens"""
     loss_mask: Tensor
@@ -156,11 +159,15 @@ class MicroBatch:
     sampler_logprobs: Tensor | None
     """[B, T] float32 sampler log-probs (0 off the mask); None when a row has none"""
     sequence_index: list[int]
-    """for each row, the position of its sequence in the list the batch was built from"""
+    """the positions of this micro-batch's sequences in the list the batch was built from, in the
+    order of their rows (and, packed, of their places in a row)"""
     old_logprobs: Tensor | None = None
     """[B, T] log-probs under the weights before this step, filled by the trainer when needed"""
     ref_logprobs: Tensor | None = None
     """[B, T] log-probs under the reference model, filled by the trainer when kl_beta > 0"""
+    position_ids: Tensor | None = None
+    """[B, T] long, each token's position within its own sequence (0 where a sequence starts):
+    set for packed rows, None for padded rows (there, positions count from each row's start)"""
 
     @property
     def num_loss_tokens(self) -> int:

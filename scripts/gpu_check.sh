@@ -7,8 +7,9 @@
 # Needs torch with CUDA, transformers, peft, safetensors, tokenizers and pytest; not vLLM (the
 # cases that need it run on the CPU in `make test`). Covers: sharded steps under torchrun with
 # NCCL (gloo for the CPU collectives; uneven work with two GPUs), the trainer on CUDA against the
-# CPU, bf16 full fine-tuning (float32 weights) and bf16 LoRA, and the NCCL weight broadcast into
-# a process that loads it as vLLM's worker does (two GPUs). Under 10 minutes on one GPU.
+# CPU, bf16 full fine-tuning (float32 weights) and bf16 LoRA, the NCCL weight broadcast into
+# a process that loads it as vLLM's worker does (two GPUs), and packed micro-batches on CUDA
+# (sdpa, and flash-attention-2 when flash-attn is installed). Under 10 minutes on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
@@ -19,4 +20,4 @@ names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {len(names)} GPU(s): {names}")
 PY
 exec "$PYTHON" -m pytest -m gpu -v -p no:cacheprovider -rs \
-    tests/integration/test_gpu_paths.py "$@"
+    tests/integration/test_gpu_paths.py tests/unit/test_packed_parity.py "$@"

@@ -92,6 +92,8 @@ class LossFn(Protocol):
 
     `mask` is bool [B, T], `advantages` already broadcast to [B, T], and `token_weight` the
     detached [B, T] importance-sampling weight of each token's loss (all ones without TIS).
+    `sequence_ids` ([B, T] long, or None for one sequence per row) says which sequence each token
+    belongs to in packed rows; only per-sequence aggregations (grpo) read it.
     """
 
     def __call__(
@@ -106,6 +108,7 @@ class LossFn(Protocol):
         eps_high: float,
         is_cap: float,
         num_tokens: int | None,
+        sequence_ids: Tensor | None,
     ) -> LossTerms: ...
 
 
@@ -125,15 +128,23 @@ def token_mean(values: Tensor, mask: Tensor, num_tokens: int | None = None) -> T
     return torch.where(mask, values, torch.zeros_like(values)).sum() / denominator
 
 
-def sequence_mean(values: Tensor, mask: Tensor) -> Tensor:
+def sequence_mean(values: Tensor, mask: Tensor, sequence_ids: Tensor | None = None) -> Tensor:
     """Sample-level aggregation (GRPO, Shao et al. 2024, eq. 3): mean of per-sequence means.
 
     `values`, `mask` (bool): [B, T]. Each sequence's masked tokens are averaged, then the
     sequences. A sequence without masked tokens adds 0 and is left out of the count (it has no
     sampled token to learn from, and counting it would shrink everyone else's gradient).
+    A sequence is a row, or with `sequence_ids` ([B, T] long in [0, S), packed rows that hold
+    several) the positions that share an id.
     """
-    tokens_per_sequence = mask.sum(dim=1)
-    summed = torch.where(mask, values, torch.zeros_like(values)).sum(dim=1)
+    if sequence_ids is None:
+        tokens_per_sequence = mask.sum(dim=1)
+        summed = torch.where(mask, values, torch.zeros_like(values)).sum(dim=1)
+    else:
+        ids = sequence_ids[mask]
+        size = int(sequence_ids.max()) + 1 if sequence_ids.numel() else 0
+        tokens_per_sequence = torch.bincount(ids, minlength=size)
+        summed = values.new_zeros(size).index_add(0, ids, values[mask])
     per_sequence = summed / tokens_per_sequence.clamp(min=1)
     return per_sequence.sum() / (tokens_per_sequence > 0).sum().clamp(min=1)
 
@@ -182,6 +193,7 @@ def grpo_loss(
     eps_high: float,
     is_cap: float,
     num_tokens: int | None,
+    sequence_ids: Tensor | None = None,
 ) -> LossTerms:
     """GRPO (Shao et al. 2024, DeepSeekMath eq. 3, without its KL term): the clipped surrogate,
     averaged per sequence, then over sequences (`sequence_mean`).
@@ -189,9 +201,10 @@ def grpo_loss(
     Shapes: logp, old_logp, token_weight: [B, T]; advantages: [B, T]; mask: bool [B, T].
     `is_cap` and `num_tokens` are unused: the mean is over this call's sequences, so a trainer
     that accumulates GRPO gradients scales each micro-batch by its share of the step's sequences.
+    `sequence_ids` tells the sequences of packed rows apart (`sequence_mean`).
     """
     per_token, low, high = _clipped_surrogate(logp, old_logp, advantages, mask, eps_low, eps_high)
-    return LossTerms(sequence_mean(per_token * token_weight, mask), low, high)
+    return LossTerms(sequence_mean(per_token * token_weight, mask, sequence_ids), low, high)
 
 
 def dapo_loss(
@@ -205,6 +218,7 @@ def dapo_loss(
     eps_high: float,
     is_cap: float,
     num_tokens: int | None,
+    sequence_ids: Tensor | None = None,
 ) -> LossTerms:
     """DAPO (Yu et al. 2025, sections 3.1 and 3.3): the clipped surrogate with decoupled
     eps_low / eps_high ("clip-higher"), summed over all masked tokens / `num_tokens`.
@@ -226,6 +240,7 @@ def cispo_loss(
     eps_high: float,
     is_cap: float,
     num_tokens: int | None,
+    sequence_ids: Tensor | None = None,
 ) -> LossTerms:
     """CISPO (MiniMax-M1, 2025, section 3.1): -sg(min(r, is_cap)) * A * logp per token, summed
     over all masked tokens / `num_tokens`.
@@ -266,6 +281,7 @@ def policy_loss(
     tis_cap: float | None = None,
     tis_mode: TisMode = "truncate",
     num_tokens: int | None = None,
+    sequence_ids: Tensor | None = None,
 ) -> tuple[Tensor, LossStats]:
     """The policy-gradient loss `kind` ("grpo", "dapo" or "cispo") and what it saw.
 
@@ -285,6 +301,8 @@ def policy_loss(
             sequence mean or `num_tokens`): they are dropped from the gradient, not from the batch.
         num_tokens: masked-token count of the whole optimizer step, the denominator of dapo/cispo
             so that gradient accumulation equals one big batch; None = mask.sum() of this call.
+        sequence_ids: [B, T] long, the sequence of each token when rows are packed (several
+            sequences per row, `rlve.algorithms.packed_rows.sequence_ids`); None: one per row.
 
     Returns:
         (loss, stats): the scalar loss to minimise and `LossStats`.
@@ -298,6 +316,9 @@ def policy_loss(
     if tis_cap is not None and sampler_logp is None:
         raise ValueError(f"tis_cap={tis_cap} needs sampler_logp (the sampler's log-probs)")
     mask, advantages = check_shapes(logp, old_logp, advantages, mask, sampler_logp)
+    if sequence_ids is not None and sequence_ids.shape != logp.shape:
+        raise ValueError(f"sequence_ids has shape {tuple(sequence_ids.shape)}, logp has "
+                         f"{tuple(logp.shape)}")  # fmt: skip
     check_token_count(mask, num_tokens)
     old_logp = old_logp.detach()
 
@@ -322,6 +343,7 @@ def policy_loss(
         eps_high=eps_high,
         is_cap=is_cap,
         num_tokens=num_tokens,
+        sequence_ids=sequence_ids,
     )
     stats = _loss_stats(terms, mask, logp.detach(), old_logp, sampler_logp, tis_dropped)
     return terms.loss, stats

@@ -1,9 +1,11 @@
 """Rollout groups -> checked training sequences -> micro-batches packed by a token budget.
 
-Sequences are sorted longest first and packed greedily, so each micro-batch holds sequences of
-similar length and little padding; rows x padded length stays within the budget. A sequence
-longer than the budget on its own gets a micro-batch of its own (and a warning): refusing it
-would stop an RL run over one long rollout, and the budget is a throughput knob, not a hard limit.
+Two layouts, rows x row length within the budget either way. "padded": sequences sorted longest
+first and packed greedily, one per right-padded row. "packed": sequences end to end in rows
+(rlve.algorithms.packed_rows), position ids restarting at 0 at each, so little or no position is
+padding. A sequence longer than the budget gets a micro-batch of its own (and a warning):
+refusing it would stop an RL run over one long rollout, and the budget is a throughput knob, not
+a hard limit.
 """
 
 from __future__ import annotations
@@ -14,11 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
 from rlve.algorithms import group_advantages
+from rlve.algorithms.packed_rows import pack_into_rows
+from rlve.algorithms.turn_credit import token_advantages, turn_advantages, turn_returns
 from rlve.types import MicroBatch, RolloutGroup, SideSequence, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)
+
+PACKINGS = ("padded", "packed")
+"""micro-batch layouts: one right-padded sequence per row, or sequences end to end in rows"""
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,14 @@ class TrainSequence:
     advantage: float = 0.0
     sampler_logprobs: list[float] | None = None
     """the sampler's log-prob of every token (0.0 off the mask), or None"""
+    token_advantages: list[float] | None = None
+    """one advantage per token (per-turn credit: each turn's own); None: `advantage` on every
+    trained token"""
+
+    def advantages(self) -> list[float]:
+        """The advantage of every token, 0.0 off the loss mask."""
+        own = self.token_advantages or [self.advantage] * len(self.loss_mask)
+        return [a if m else 0.0 for a, m in zip(own, self.loss_mask, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -106,11 +122,14 @@ def _group_problem(group: RolloutGroup, needs_sampler_logprobs: bool) -> str | N
 
 
 def sequences_from_groups(
-    groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False
-) -> GroupSequences:
+    groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False,
+    turn_gamma: float | None = None,
+) -> GroupSequences:  # fmt: skip
     """Checks each group, computes its advantages (`group_advantages` of the clean rollouts'
     `trained_reward`) and returns one `TrainSequence` per clean trajectory with sampled tokens,
-    and one per side call it carries (with the trajectory's advantage).
+    and one per side call it carries (with the trajectory's advantage). With `turn_gamma`, each
+    turn of a trajectory gets its own advantage instead (rlve.algorithms.turn_credit, discount
+    `turn_gamma`); side calls keep the whole-episode one.
 
     Rollouts a fault spoiled are left out, of the loss and of their group's baseline: an engine
     error or a timeout says nothing about the model. A group with bad input (empty, non-finite
@@ -134,7 +153,10 @@ def sequences_from_groups(
             continue
         rewards = torch.tensor([[t.trained_reward for t in clean]], dtype=torch.float64)
         advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
-        for trajectory, advantage in zip(clean, advantages, strict=True):
+        per_token = [None] * len(clean)
+        if turn_gamma is not None:
+            per_token = _turn_token_advantages(clean, turn_gamma, std_normalize)
+        for trajectory, advantage, tokens in zip(clean, advantages, per_token, strict=True):
             parts = [trajectory, *trajectory.side_sequences]  # side calls share the advantage
             for part in parts:
                 if sum(part.loss_mask) == 0:
@@ -145,9 +167,30 @@ def sequences_from_groups(
                         loss_mask=list(part.loss_mask),
                         advantage=float(advantage),
                         sampler_logprobs=list(part.sampler_logprobs) or None,
+                        token_advantages=tokens if part is trajectory else None,
                     )
                 )
     return GroupSequences(sequences=sequences, skipped_groups=skipped, faulty_rollouts=faulty)
+
+
+def _turn_token_advantages(
+    clean: list[Trajectory], gamma: float, std_normalize: bool
+) -> list[list[float]]:
+    """Each trajectory's per-token advantages from its turns' returns (rlve.algorithms.
+    turn_credit); the rubric's reward is the episode's, its turn rewards say when it was
+    earned."""
+    returns = []
+    for t in clean:
+        earned = t.turn_rewards or [0.0] * len(t.turn_spans)
+        if len(earned) != len(t.turn_spans):
+            raise ValueError(f"a trajectory of {t.env_name} has {len(t.turn_spans)} sampled turns "
+                             f"but {len(earned)} turn rewards")  # fmt: skip
+        returns.append(turn_returns(earned, t.trained_reward, gamma))
+    per_turn = turn_advantages(returns, std_normalize=std_normalize)
+    return [
+        token_advantages(len(t.token_ids), t.turn_spans, advantages)
+        for t, advantages in zip(clean, per_turn, strict=True)
+    ]
 
 
 def split_evenly(sequences: Sequence[TrainSequence], parts: int) -> list[list[TrainSequence]]:
@@ -158,6 +201,15 @@ def split_evenly(sequences: Sequence[TrainSequence], parts: int) -> list[list[Tr
     n = len(sequences)
     count = min(parts, n)
     return [list(sequences[i * n // count : (i + 1) * n // count]) for i in range(count)]
+
+
+def warn_oversized(length: int, max_tokens: int) -> None:
+    logger.warning(
+        "a sequence of %d tokens exceeds max_tokens_per_microbatch=%d; it gets a micro-batch of "
+        "its own",
+        length,
+        max_tokens,
+    )
 
 
 def pack_by_token_budget(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -177,12 +229,7 @@ def pack_by_token_budget(lengths: Sequence[int], max_tokens: int) -> list[list[i
             batches[-1].append(index)
             continue
         if lengths[index] > max_tokens:
-            logger.warning(
-                "a sequence of %d tokens exceeds max_tokens_per_microbatch=%d; it gets a "
-                "micro-batch of its own",
-                lengths[index],
-                max_tokens,
-            )
+            warn_oversized(lengths[index], max_tokens)
         batches.append([index])
     return batches
 
@@ -202,7 +249,7 @@ def build_micro_batch(
         input_ids[row, : len(sequence.token_ids)] = torch.tensor(sequence.token_ids)
     attention = _padded_rows([[1] * len(s.token_ids) for s in chosen], width, torch.long)
     loss_mask = _padded_rows([list(s.loss_mask) for s in chosen], width, torch.long).bool()
-    advantages = torch.tensor([s.advantage for s in chosen], dtype=torch.float32)
+    advantages = _padded_rows([s.advantages() for s in chosen], width, torch.float32)
     sampler = None
     if all(s.sampler_logprobs is not None for s in chosen):
         sampler = _padded_rows([list(s.sampler_logprobs) for s in chosen], width, torch.float32)
@@ -211,24 +258,107 @@ def build_micro_batch(
         input_ids=input_ids,
         attention_mask=attention,
         loss_mask=loss_mask,
-        advantages=torch.where(loss_mask, advantages[:, None], torch.zeros(())),
+        advantages=advantages,
         sampler_logprobs=sampler,
         sequence_index=list(indices),
     )
 
 
+def _row_lists(
+    sequences: Sequence[TrainSequence], row: list[int], width: int, pad_token_id: int
+) -> dict[str, list]:
+    """One row's values, padded to `width`. Padding continues the row's last sequence (its
+    position ids keep counting, loss mask 0): causal attention keeps it out of every real
+    token's view, as in the padded layout."""
+    chosen = [sequences[i] for i in row]
+    used = sum(len(s.token_ids) for s in chosen)
+    pad = width - used
+    last = len(chosen[-1].token_ids)
+    return {
+        "input_ids": [t for s in chosen for t in s.token_ids] + [pad_token_id] * pad,
+        "attention_mask": [1] * used + [0] * pad,
+        "position_ids": [p for s in chosen for p in range(len(s.token_ids))]
+        + list(range(last, last + pad)),
+        "loss_mask": [m for s in chosen for m in s.loss_mask] + [0] * pad,
+        "advantages": [a for s in chosen for a in s.advantages()] + [0.0] * pad,
+        "sampler_logprobs": None
+        if any(s.sampler_logprobs is None for s in chosen)
+        else [
+            lp if m else 0.0
+            for s in chosen
+            for lp, m in zip(s.sampler_logprobs, s.loss_mask, strict=True)
+        ]
+        + [0.0] * pad,
+    }
+
+
+def build_packed_micro_batch(
+    sequences: Sequence[TrainSequence], rows: list[list[int]], pad_token_id: int
+) -> MicroBatch:
+    """One `MicroBatch` of `rows` (each a list of indices into `sequences`, placed end to end),
+    rows right-padded to the longest; [R, T] tensors with `position_ids` set."""
+    width = max(sum(len(sequences[i].token_ids) for i in row) for row in rows)
+    lists = [_row_lists(sequences, row, width, pad_token_id) for row in rows]
+
+    def stacked(name: str, dtype: torch.dtype) -> Tensor:
+        return torch.tensor([row[name] for row in lists], dtype=dtype)
+
+    with_sampler = all(row["sampler_logprobs"] is not None for row in lists)
+    return MicroBatch(
+        input_ids=stacked("input_ids", torch.long),
+        attention_mask=stacked("attention_mask", torch.long),
+        loss_mask=stacked("loss_mask", torch.bool),
+        advantages=stacked("advantages", torch.float32),
+        sampler_logprobs=stacked("sampler_logprobs", torch.float32) if with_sampler else None,
+        sequence_index=[i for row in rows for i in row],
+        position_ids=stacked("position_ids", torch.long),
+    )
+
+
 def build_train_batch(
-    sequences: Sequence[TrainSequence], *, max_tokens: int, pad_token_id: int
+    sequences: Sequence[TrainSequence],
+    *,
+    max_tokens: int,
+    pad_token_id: int,
+    packing: str = "padded",
+    single_row: bool = False,
 ) -> TrainBatch:
-    """All sequences of one optimizer step, packed (`pack_by_token_budget`) and padded."""
+    """All sequences of one optimizer step in micro-batches of the `packing` layout.
+
+    "padded": `pack_by_token_budget`, one right-padded sequence per row. "packed": sequences end
+    to end in rows (`pack_into_rows`). With `single_row` (attention that reads the sequence
+    boundaries from position ids: flash attention) rows hold up to max_tokens, one row per
+    micro-batch, never padded. Otherwise a dense block-diagonal mask costs the row length
+    squared, so rows are no longer than the longest sequence (nor max_tokens), no row costs more
+    attention than the padded layout's widest, and rows are grouped like padded sequences
+    (`pack_by_token_budget` over the row lengths), padded at their ends only.
+    """
+    if packing not in PACKINGS:
+        raise ValueError(f"packing must be one of {list(PACKINGS)}, got {packing!r}")
     if not sequences:
         raise ValueError("no sequences to train on")
     for index, sequence in enumerate(sequences):
         problem = check_sequence(sequence.token_ids, sequence.loss_mask)
         if problem:
             raise ValueError(f"sequence {index}: {problem}")
-    packing = pack_by_token_budget([len(s.token_ids) for s in sequences], max_tokens)
-    micro_batches = [build_micro_batch(sequences, indices, pad_token_id) for indices in packing]
+    lengths = [len(s.token_ids) for s in sequences]
+    if packing == "padded":
+        batches = pack_by_token_budget(lengths, max_tokens)
+        micro_batches = [build_micro_batch(sequences, indices, pad_token_id) for indices in batches]
+    else:
+        rows = pack_into_rows(lengths, max_tokens if single_row else min(max_tokens, max(lengths)))
+        if single_row:
+            for length in lengths:
+                if length > max_tokens:
+                    warn_oversized(length, max_tokens)
+            groups = [[r] for r in range(len(rows))]
+        else:
+            row_lengths = [sum(lengths[i] for i in row) for row in rows]
+            groups = pack_by_token_budget(row_lengths, max_tokens)
+        micro_batches = [
+            build_packed_micro_batch(sequences, [rows[r] for r in group], pad_token_id)
+            for group in groups
+        ]
     return TrainBatch(
         micro_batches=micro_batches,
         num_sequences=len(sequences),

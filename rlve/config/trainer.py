@@ -8,6 +8,8 @@ from rlve.config.checks import require, require_choice
 
 DTYPES = ("float32", "bfloat16")
 OLD_LOGPROBS = ("sampler", "recompute")
+CREDITS = ("episode", "turn")
+"""whose advantage a token gets: its episode's, or its turn's (TrainerConfig.credit)"""
 TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_tokens", "mini_batches",
                   "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -83,8 +85,15 @@ class TrainerConfig:
     """clip the global gradient norm to this; 0 turns clipping off (the norm is still logged)"""
 
     max_tokens_per_microbatch: int = 8192
-    """token budget of one forward pass: rows x padded length stays under it; >= 1. A single
+    """token budget of one forward pass: rows x row length stays under it; >= 1. A single
     longer sequence gets a micro-batch of its own (see rlve.algorithms.packing)"""
+    packing: str = "packed"
+    """micro-batch layout: "packed" (sequences end to end in rows, attention kept inside each
+    sequence; with flash attention one unpadded row of up to max_tokens_per_microbatch per
+    micro-batch, with sdpa/eager rows no longer than the step's longest sequence, as their
+    block-diagonal mask costs the row length squared) or "padded" (one right-padded sequence per
+    row). Same log-probs and gradients up to float rounding; packed needs a model with only
+    full-attention layers (docs/algorithms.md, "Micro-batches")"""
     logprob_chunk_tokens: int = 1024
     """tokens per chunk of the vocabulary projection, so [tokens, vocab] logits never exist at
     once for the whole micro-batch; >= 1"""
@@ -97,6 +106,11 @@ class TrainerConfig:
     "recompute" (a no-grad trainer pass before the first update; `tis_cap` corrects the gap)"""
     std_normalize: bool = False
     """divide group advantages by the group's reward std (GRPO); off for Dr. GRPO / CISPO"""
+    credit: str = "episode"
+    """"episode": every token of a rollout gets its episode's advantage; "turn": each model turn
+    gets its own, from the return of the rewards after it (rlve.algorithms.turn_credit)"""
+    turn_gamma: float = 1.0
+    """discount of later turns' rewards in a turn's return (credit "turn"); in [0, 1]"""
     eps_low: float = 0.2
     """lower clip range of grpo/dapo: ratio >= 1 - eps_low; in [0, 1)"""
     eps_high: float = 0.28
@@ -128,8 +142,13 @@ class TrainerConfig:
 
     def validate(self) -> None:
         from rlve.algorithms import SCHEDULES
+        from rlve.algorithms.packing import PACKINGS
 
         require_choice("dtype", self.dtype, DTYPES)
+        require_choice("packing", self.packing, PACKINGS)
+        require_choice("credit", self.credit, CREDITS)
+        require(0.0 <= self.turn_gamma <= 1.0,
+                f"trainer.turn_gamma must be in [0, 1], got {self.turn_gamma}")  # fmt: skip
         require(self.cpu_threads is None or self.cpu_threads >= 1,
                 f"trainer.cpu_threads must be None or >= 1, got {self.cpu_threads}")  # fmt: skip
         self.lora.validate()

@@ -15,6 +15,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from rlve.training.packed_attention import packed_decoder_inputs
+
 
 def _chunk_logprobs(
     features: Tensor, targets: Tensor, head: Callable[[Tensor], Tensor], temperature: float
@@ -80,17 +82,22 @@ def sequence_logprobs(
     *,
     temperature: float = 1.0,
     chunk_tokens: int = 1024,
+    position_ids: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Log-prob and entropy of each trained token of a right-padded batch.
+    """Log-prob and entropy of each trained token of a right-padded batch, or of packed rows.
 
     Runs the model's decoder once, then the output head on the hidden state before every token
-    where `loss_mask` is True (position t - 1 predicts token t). Assumes logits = lm_head(hidden),
-    true of Qwen/Llama/Mistral; models that soft-cap or scale logits are not supported.
+    where `loss_mask` is True (position t - 1 predicts token t; in a packed row that never
+    reaches back into the previous sequence, whose first token is never trained). Assumes
+    logits = lm_head(hidden), true of Qwen/Llama/Mistral; models that soft-cap or scale logits
+    are not supported.
 
     Args:
         causal_lm: a transformers causal LM (a peft model's base model has its LoRA layers).
         input_ids, attention_mask: [B, T] long.
         loss_mask: [B, T] bool, never True at t = 0.
+        position_ids: [B, T] long for packed rows (0 where each sequence starts), attended
+            through `packed_decoder_inputs`; None for right-padded rows.
 
     Returns:
         (logp [B, T], entropy [B, T]) float32, 0 where `loss_mask` is False.
@@ -98,7 +105,12 @@ def sequence_logprobs(
     if bool(loss_mask[:, 0].any()):
         raise ValueError("loss_mask is True on the first token, which no earlier token predicts")
     decoder = causal_lm.get_decoder()
-    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    if position_ids is None:
+        inputs = {"attention_mask": attention_mask}
+    else:
+        dtype = causal_lm.get_input_embeddings().weight.dtype
+        inputs = packed_decoder_inputs(causal_lm.config, position_ids, dtype)
+    hidden = decoder(input_ids=input_ids, **inputs).last_hidden_state
     predicts_trained = torch.zeros_like(loss_mask)
     predicts_trained[:, :-1] = loss_mask[:, 1:]  # hidden[t - 1] predicts token t
     logp, entropy = token_logprobs(
@@ -138,11 +150,11 @@ class TokenScorer(nn.Module):
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, *,
-        temperature: float, chunk_tokens: int,
+        temperature: float, chunk_tokens: int, position_ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
         device = input_ids.device.type
         with torch.autocast(device, dtype=torch.bfloat16, enabled=self.autocast_bf16):
             return sequence_logprobs(
                 self.causal_lm, input_ids, attention_mask, loss_mask,
-                temperature=temperature, chunk_tokens=chunk_tokens,
+                temperature=temperature, chunk_tokens=chunk_tokens, position_ids=position_ids,
             )  # fmt: skip

@@ -32,18 +32,27 @@ def idle_micro_batch(pad_token_id: int, with_sampler_logprobs: bool) -> MicroBat
 
 
 def build_rank_batch(
-    sequences: Sequence[TrainSequence], world: World, *, max_tokens: int, pad_token_id: int
+    sequences: Sequence[TrainSequence],
+    world: World,
+    *,
+    max_tokens: int,
+    pad_token_id: int,
+    packing: str = "padded",
+    single_row: bool = False,
 ) -> TrainBatch:
-    """This rank's micro-batches of `sequences`, with the step-wide counts."""
+    """This rank's micro-batches of `sequences`, with the step-wide counts; `packing` and
+    `single_row` as `build_train_batch` takes them."""
+    layout = {"max_tokens": max_tokens, "pad_token_id": pad_token_id, "packing": packing,
+              "single_row": single_row}  # fmt: skip
     if not world.sharded:
-        return build_train_batch(sequences, max_tokens=max_tokens, pad_token_id=pad_token_id)
+        return build_train_batch(sequences, **layout)
     if not sequences:
         raise ValueError("no sequences to train on")
     share = split_by_tokens([len(s.token_ids) for s in sequences], world.size)[world.rank]
     mine = [sequences[i] for i in share]
     micro_batches = []
     if mine:
-        packed = build_train_batch(mine, max_tokens=max_tokens, pad_token_id=pad_token_id)
+        packed = build_train_batch(mine, **layout)
         micro_batches = packed.micro_batches
     with_sampler = all(s.sampler_logprobs is not None for s in sequences)
     idle = world.max(len(micro_batches)) - len(micro_batches)

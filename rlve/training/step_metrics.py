@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from rlve.algorithms import LossStats
+from rlve.algorithms.packed_rows import padded_fraction
 from rlve.types import TrainBatch
 
 Update = tuple[dict[str, float], LossStats | None]
@@ -47,9 +48,11 @@ def step_metrics(updates: Sequence[Update], sampler: bool, tis_masked: bool) -> 
 def with_perf(
     metrics: dict[str, float], batches: Sequence[TrainBatch], started: float, passes: int
 ) -> dict[str, float]:
-    """`metrics` plus perf/train_s (since `started`, a perf_counter time) and the tokens per
-    second of `passes` forward/backward passes over `batches` (padding excluded)."""
+    """`metrics` plus perf/train_s (since `started`, a perf_counter time), the tokens per
+    second of `passes` forward/backward passes over `batches` (padding excluded) and
+    perf/padded_frac, the share of their forward positions that were padding."""
     elapsed = time.perf_counter() - started
     micros = [m for b in batches for m in b.micro_batches]
     tokens = sum(int(m.attention_mask.sum()) for m in micros) * passes
-    return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed}
+    return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed,
+            "perf/padded_frac": padded_fraction(micros)}  # fmt: skip

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from rlve.algorithms import LossStats, kl_penalty, lr_multiplier, policy_loss, token_mean
+from rlve.algorithms.packed_rows import sequence_ids
 from rlve.algorithms.packing import TrainSequence, sequences_from_groups, split_evenly
 from rlve.config import TrainerConfig
 from rlve.distributed import World
@@ -36,6 +37,7 @@ from rlve.training.checkpoint import (
 )
 from rlve.training.export import export_model, merged_named_weights
 from rlve.training.logprobs import TokenScorer
+from rlve.training.packed_attention import attends_varlen, check_packable
 from rlve.training.policy import build_policy
 from rlve.training.rank_batch import build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
@@ -79,6 +81,8 @@ class Trainer:
         policy = build_policy(config, world)
         self.model, self.causal_lm = policy.model, policy.causal_lm
         self.scorer, self.reference_scorer = policy.scorer, policy.reference_scorer
+        if config.packing == "packed":
+            check_packable(self.causal_lm.config)
 
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -126,6 +130,7 @@ class Trainer:
             groups,
             std_normalize=config.std_normalize,
             needs_sampler_logprobs=config.tis_cap is not None or config.old_logprobs == "sampler",
+            turn_gamma=config.turn_gamma if config.credit == "turn" else None,
         )
         metrics = {"train/skipped_groups": float(grouped.skipped_groups),
                    "train/faulty_rollouts": float(grouped.faulty_rollouts)}  # fmt: skip
@@ -180,14 +185,16 @@ class Trainer:
             mask = micro.loss_mask
             logp, entropy = self._logprobs(self.scorer, micro)
             old = micro.old_logprobs if micro.old_logprobs is not None else logp.detach()
+            packed = micro.position_ids is not None  # rows hold several sequences
             loss, micro_stats = policy_loss(
                 config.loss, logp, old, micro.advantages, mask,
                 eps_low=config.eps_low, eps_high=config.eps_high, is_cap=config.is_cap,
                 sampler_logp=micro.sampler_logprobs, tis_cap=config.tis_cap,
                 tis_mode=config.tis_mode, num_tokens=num_tokens,
+                sequence_ids=sequence_ids(micro.position_ids) if packed else None,
             )  # fmt: skip
             if config.loss == "grpo":  # a per-sequence mean: weight by this share of sequences
-                loss = loss * (micro.input_ids.shape[0] / batch.num_sequences)
+                loss = loss * (len(micro.sequence_index) / batch.num_sequences)
             if config.kl_beta > 0:
                 k3 = kl_penalty(logp, micro.ref_logprobs, mask)
                 loss = loss + config.kl_beta * token_mean(k3, mask, num_tokens)
@@ -282,6 +289,8 @@ class Trainer:
             self.world,
             max_tokens=self.config.max_tokens_per_microbatch,
             pad_token_id=self.pad_token_id,
+            packing=self.config.packing,
+            single_row=attends_varlen(self.causal_lm.config),  # flash: unpacks one row only
         )
         moved = []
         for micro in batch.micro_batches:
@@ -289,8 +298,9 @@ class Trainer:
                 name: getattr(micro, name).to(self.device)
                 for name in ("input_ids", "attention_mask", "loss_mask", "advantages")
             }
-            if micro.sampler_logprobs is not None:
-                tensors["sampler_logprobs"] = micro.sampler_logprobs.to(self.device)
+            for name in ("sampler_logprobs", "position_ids"):
+                if getattr(micro, name) is not None:
+                    tensors[name] = getattr(micro, name).to(self.device)
             moved.append(replace(micro, **tensors))
         return replace(batch, micro_batches=moved)
 
@@ -303,6 +313,7 @@ class Trainer:
             micro.loss_mask,
             temperature=self.config.temperature if temperature is None else temperature,
             chunk_tokens=self.config.logprob_chunk_tokens,
+            position_ids=micro.position_ids,
         )
 
     @torch.no_grad()

@@ -110,6 +110,41 @@ def test_gradient_accumulation_equals_one_big_batch(loss):
         assert (big[name] - small[name]).abs().max().item() <= 1e-6, name
 
 
+def uneven_group():
+    """Completions of 3, 20, 1 and 40 tokens after the 5-token prompt: 8, 25, 6, 45 in all."""
+    completions = [[284, 19, 7], list(range(300, 320)), [289], list(range(400, 440))]
+    trajectories = [
+        Trajectory(prompt=[], completion=[], token_ids=PROMPT + c,
+                   loss_mask=[0] * len(PROMPT) + [1] * len(c), reward=float(i == 1))
+        for i, c in enumerate(completions)
+    ]  # fmt: skip
+    return RolloutGroup(example_id=0, env_name="test", trajectories=trajectories)
+
+
+@pytest.mark.parametrize("loss", ["cispo", "grpo"])
+def test_a_packed_step_is_the_padded_step_without_the_padding(loss):
+    # Padded: one micro-batch of 4 rows x 45 = 180 positions for 84 tokens (padded_frac 96/180).
+    # Packed: rows up to 45 tokens, [45] and [25 + 8 + 6 = 39]: 2 x 45 = 90 (padded_frac 6/90).
+    # adam_eps = 1 makes the update lr * g / (|g| + 1), so the weights show the gradient. The
+    # layouts differ only in the order of float32 sums (tests/unit/test_packed_parity.py derives
+    # the bounds): log-probs by L sqrt(K) u x 10 nats, L = 4 layers, K = 512, u = 2^-24, so the
+    # loss too (|A| <= 1); gradients by 2 L sqrt(K) u of their size, times lr for the weights.
+    results = {}
+    for packing in ("padded", "packed"):
+        config = TrainerConfig(loss=loss, lr=0.1, adam_eps=1.0, max_grad_norm=0.0, packing=packing)
+        trainer = Trainer(config)
+        results[packing] = (trainer.train_step([uneven_group()]), trainable(trainer))
+    (padded, padded_weights), (packed, packed_weights) = results["padded"], results["packed"]
+    assert padded["perf/padded_frac"] == pytest.approx(96 / 180)
+    assert packed["perf/padded_frac"] == pytest.approx(6 / 90)
+    tolerance = 2 * 4 * math.sqrt(512) * 2**-24
+    assert packed["train/loss"] == pytest.approx(padded["train/loss"], abs=tolerance / 2 * 10)
+    assert packed["train/grad_norm"] == pytest.approx(padded["train/grad_norm"], rel=tolerance)
+    for name, weight in padded_weights.items():
+        change = (weight - packed_weights[name]).abs().max().item()
+        assert change <= 0.1 * tolerance * padded["train/grad_norm"], name
+
+
 # ---------------------------------------------------------------------------------------------
 # Checkpoints
 # ---------------------------------------------------------------------------------------------
@@ -359,6 +394,7 @@ def test_a_step_with_only_bad_groups_is_a_skipped_step():
         ("lora", LoraConfig(enabled=True, rank=0), "lora.rank must be >= 1"),
         ("old_logprobs", "behaviour", r"old_logprobs must be one of \['sampler', 'recompute'\]"),
         ("mini_batches", 0, "mini_batches must be >= 1, got 0"),
+        ("packing", "tight", r"packing must be one of \['padded', 'packed'\], got 'tight'"),
     ],
 )
 def test_bad_config_fails_at_start_naming_the_field(field, value, message):

@@ -110,6 +110,22 @@ def test_grpo_averages_sequences_and_skips_empty_ones():
     assert stats.num_tokens == 4
 
 
+def test_grpo_tells_the_sequences_of_a_packed_row_apart():
+    # The same three sequences end to end in one row: [seq 0 (1 token), seq 1 (3), seq 2 (2,
+    # none sampled)]. Per-sequence means again: (-2 / 1 + 3 / 3) / 2 = -0.5; without the ids the
+    # row would be one sequence: (-2 + 3) / 4 = 0.25.
+    logp = torch.zeros(1, 6, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    advantages = torch.tensor([[2.0, -1.0, -1.0, -1.0, 5.0, 5.0]])
+    ids = torch.tensor([[0, 1, 1, 1, 2, 2]])
+    loss, _ = policy_loss("grpo", logp, logp.clone(), advantages, mask, sequence_ids=ids)
+    assert loss.item() == pytest.approx(-0.5)
+    loss, _ = policy_loss("grpo", logp, logp.clone(), advantages, mask)
+    assert loss.item() == pytest.approx(0.25)
+    with pytest.raises(ValueError, match=r"sequence_ids has shape \(6,\), logp has \(1, 6\)"):
+        policy_loss("grpo", logp, logp.clone(), advantages, mask, sequence_ids=ids[0])
+
+
 def test_dapo_averages_tokens():
     # (-2 + 1 + 1 + 1) / 4 tokens = 0.25: the long sequence weighs three times as much.
     logp, old, advantages, mask = two_lengths_batch()

@@ -1,4 +1,5 @@
-"""Micro-batch packing by a token budget, padding, and advantages broadcast to sampled tokens."""
+"""Micro-batch packing by a token budget, padded and packed layouts, and advantages broadcast to
+sampled tokens."""
 
 import math
 import random
@@ -6,6 +7,7 @@ import random
 import pytest
 import torch
 
+from rlve.algorithms.packed_rows import pack_into_rows, padded_fraction, sequence_ids
 from rlve.algorithms.packing import (
     TrainSequence,
     build_train_batch,
@@ -100,6 +102,88 @@ def test_mask_on_the_first_token_is_an_error():
             max_tokens=100,
             pad_token_id=PAD,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Packed rows
+# ---------------------------------------------------------------------------------------------
+
+
+def test_rows_take_the_longest_first_and_each_sequence_goes_into_the_first_row_with_room():
+    # sorted: #1 (5), #3 (5), #4 (4), #0 (3), #2 (2). #4 fits neither 5-row (9 > 8): new row;
+    # #0 fills row 0 (5 + 3 = 8); #2 does not fit row 0 (10), goes to row 1 (5 + 2 = 7).
+    assert pack_into_rows([3, 5, 2, 5, 4], row_tokens=8) == [[1, 0], [3, 2], [4]]
+    assert pack_into_rows([12, 3, 3], row_tokens=10) == [[0], [1, 2]]  # 12 > 10: a row alone
+
+
+def test_rows_lose_and_duplicate_nothing_and_respect_their_length():
+    rng = random.Random(0)
+    for _ in range(50):
+        lengths = [rng.randint(1, 40) for _ in range(rng.randint(1, 30))]
+        limit = rng.randint(1, 120)
+        rows = pack_into_rows(lengths, limit)
+        assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+        for row in rows:
+            assert sum(lengths[i] for i in row) <= limit or len(row) == 1
+
+
+def test_packed_rows_put_sequences_end_to_end_with_their_own_positions():
+    sequences = [
+        TrainSequence([1, 2, 3], [0, 1, 1], advantage=0.5, sampler_logprobs=[0.0, -1.0, -2.0]),
+        TrainSequence([4, 5, 6, 7, 8], [0, 0, 1, 0, 1], advantage=-1.0,
+                      sampler_logprobs=[9.0, 9.0, -3.0, 9.0, -4.0]),
+        TrainSequence([9, 10], [0, 1], advantage=2.0, sampler_logprobs=[9.0, -5.0]),
+    ]  # fmt: skip
+    # rows up to the longest sequence (5): [#1], then [#0, #2] (3 + 2); both rows fit the budget
+    batch = build_train_batch(sequences, max_tokens=100, pad_token_id=PAD, packing="packed")
+    assert (batch.num_sequences, batch.num_loss_tokens, len(batch.micro_batches)) == (3, 5, 1)
+    micro = batch.micro_batches[0]
+    assert micro.sequence_index == [1, 0, 2]
+    assert micro.input_ids.tolist() == [[4, 5, 6, 7, 8], [1, 2, 3, 9, 10]]
+    assert micro.position_ids.tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 0, 1]]
+    assert micro.attention_mask.tolist() == [[1] * 5, [1] * 5]  # no padding at all
+    assert micro.loss_mask.tolist() == [[0, 0, 1, 0, 1], [0, 1, 1, 0, 1]]
+    assert micro.advantages.tolist() == [[0, 0, -1.0, 0, -1.0], [0, 0.5, 0.5, 0, 2.0]]
+    assert micro.sampler_logprobs.tolist() == [[0, 0, -3.0, 0, -4.0], [0, -1.0, -2.0, 0, -5.0]]
+    assert sequence_ids(micro.position_ids).tolist() == [[0, 0, 0, 0, 0], [1, 1, 1, 2, 2]]
+    assert padded_fraction(batch.micro_batches) == 0.0
+
+
+def test_a_short_row_is_padded_at_its_end_continuing_its_last_sequence():
+    sequences = [TrainSequence([1, 2, 3, 4], [0, 1, 1, 1]), TrainSequence([5, 6], [0, 1])]
+    micro = build_train_batch(
+        sequences, max_tokens=100, pad_token_id=PAD, packing="packed"
+    ).micro_batches[0]
+    # rows up to 4 tokens: [#0], [#1] padded by 2; the padding keeps counting positions (2, 3),
+    # so it belongs to #1, whose tokens never attend to it (it comes after them)
+    assert micro.input_ids.tolist() == [[1, 2, 3, 4], [5, 6, PAD, PAD]]
+    assert micro.position_ids.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert micro.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    assert micro.loss_mask.tolist() == [[0, 1, 1, 1], [0, 1, 0, 0]]
+    assert micro.sampler_logprobs is None
+    assert padded_fraction([micro]) == 2 / 8
+
+
+def test_single_rows_fill_the_budget_one_row_per_micro_batch():
+    # flash attention: rows up to max_tokens (10), one per micro-batch. Sorted: #0 (6), #2 (4),
+    # #1 (3), #3 (3): [#0, #2] = 10, [#1, #3] = 6; never padded.
+    sequences = [TrainSequence([7] * n, [0] + [1] * (n - 1)) for n in (6, 3, 4, 3)]
+    batch = build_train_batch(
+        sequences, max_tokens=10, pad_token_id=PAD, packing="packed", single_row=True
+    )
+    assert [m.sequence_index for m in batch.micro_batches] == [[0, 2], [1, 3]]
+    assert [tuple(m.input_ids.shape) for m in batch.micro_batches] == [(1, 10), (1, 6)]
+    assert batch.micro_batches[1].position_ids.tolist() == [[0, 1, 2, 0, 1, 2]]
+    assert padded_fraction(batch.micro_batches) == 0.0
+
+
+def test_padded_fraction_counts_the_padding_of_the_padded_layout():
+    # lengths 5 and 3 in one padded micro-batch: 2 of 10 positions are padding
+    sequences = [TrainSequence([1] * 5, [0, 1, 1, 1, 1]), TrainSequence([1] * 3, [0, 1, 1])]
+    padded = build_train_batch(sequences, max_tokens=100, pad_token_id=PAD)
+    assert padded_fraction(padded.micro_batches) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match=r"packing must be one of \['padded', 'packed'\]"):
+        build_train_batch(sequences, max_tokens=100, pad_token_id=PAD, packing="tight")
 
 
 # ---------------------------------------------------------------------------------------------

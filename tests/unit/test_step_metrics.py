@@ -1,11 +1,14 @@
-"""A train step's metrics from its updates: means, token-weighted clip fractions and ratios."""
+"""A train step's metrics from its updates: means, token-weighted clip fractions and ratios;
+and the perf/* metrics of its micro-batches."""
 
 import math
+import time
 
 import pytest
 
 from rlve.algorithms import LossStats
-from rlve.training.step_metrics import step_metrics
+from rlve.algorithms.packing import TrainSequence, build_train_batch
+from rlve.training.step_metrics import step_metrics, with_perf
 
 
 def stats(tokens: int, clip_high: float, ratio_max: float) -> LossStats:
@@ -40,3 +43,20 @@ def test_a_non_finite_update_is_in_the_means_but_not_in_the_token_stats():
 def test_sampler_metrics_when_asked():
     metrics = step_metrics([({}, stats(4, 0.0, 1.0))], sampler=True, tis_masked=True)
     assert metrics["sampling/is_ratio_mean"] == 1.0 and metrics["sampling/tis_masked_frac"] == 0.0
+
+
+def test_perf_metrics_count_real_tokens_and_the_padded_share():
+    # rows of 5 and 3 tokens padded to 5 (2 of 10 positions padding), two passes: 16 tokens
+    sequences = [TrainSequence([1] * 5, [0, 1, 1, 1, 1]), TrainSequence([1] * 3, [0, 1, 1])]
+    padded = build_train_batch(sequences, max_tokens=100, pad_token_id=0)
+    packed = build_train_batch(sequences, max_tokens=100, pad_token_id=0, packing="packed")
+    started = time.perf_counter() - 2.0  # a step that took at least 2 s
+    metrics = with_perf({"train/loss": 1.0}, [padded], started, passes=2)
+    assert metrics["perf/padded_frac"] == pytest.approx(0.2)
+    assert metrics["perf/train_tokens_per_s"] == pytest.approx(16 / metrics["perf/train_s"])
+    # packed: rows of up to 5 tokens, [5] and [3] padded to 5 -> the same 2 of 10 here; with a
+    # third sequence of 2 tokens, [3 + 2] fills the second row and nothing is padding
+    assert with_perf({}, [packed], started, 1)["perf/padded_frac"] == pytest.approx(0.2)
+    sequences.append(TrainSequence([1, 1], [0, 1]))
+    packed = build_train_batch(sequences, max_tokens=100, pad_token_id=0, packing="packed")
+    assert with_perf({}, [packed], started, 1)["perf/padded_frac"] == 0.0

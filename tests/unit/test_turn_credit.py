@@ -70,3 +70,36 @@ def test_tictactoe_credits_an_invalid_move_s_penalty_to_that_move(penalty, expec
     assert trajectory.turn_rewards[2:] == [0.0] * (trajectory.num_turns - 2)
     rubric_penalty = {"flat": "invalid_move_penalty", "per_move": "invalid_moves_penalty"}
     assert trajectory.metrics[f"reward/{rubric_penalty[penalty]}"] == pytest.approx(sum(expected))
+
+
+def two_turn_group():
+    """The two rollouts of the hand-computed case, as token sequences: prompt 0-1, turn 0 =
+    tokens 2-3, reply 4, turn 1 = tokens 5-6."""
+    from rlve.types import RolloutGroup, Trajectory
+
+    def rollout(turn_rewards, reward):
+        return Trajectory(prompt=[], completion=[], token_ids=[1, 2, 3, 4, 5, 6, 7],
+                          loss_mask=[0, 0, 1, 1, 0, 1, 1], sampler_logprobs=[0.0] * 7,
+                          turn_spans=[(2, 4), (5, 7)], reward=reward, num_turns=2,
+                          turn_rewards=turn_rewards)  # fmt: skip
+
+    return RolloutGroup(0, "game", [rollout([-1.0, 0.0], -1.0), rollout([], 1.0)])
+
+
+@pytest.mark.parametrize("packing", ["padded", "packed"])
+def test_each_token_is_trained_with_its_turn_s_advantage(packing):
+    from rlve.algorithms.packing import build_train_batch, sequences_from_groups
+
+    episode = sequences_from_groups([two_turn_group()], std_normalize=False).sequences
+    per_turn = sequences_from_groups([two_turn_group()], std_normalize=False, turn_gamma=1.0)
+    assert [s.advantages() for s in episode] == [
+        [0.0, 0.0, -1.0, -1.0, 0.0, -1.0, -1.0], [0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]]  # fmt: skip
+    assert [s.advantages() for s in per_turn.sequences] == [
+        [0.0, 0.0, -1.0, -1.0, 0.0, -0.5, -0.5], [0.0, 0.0, 1.0, 1.0, 0.0, 0.5, 0.5]]  # fmt: skip
+    batch = build_train_batch(per_turn.sequences, max_tokens=64, pad_token_id=0, packing=packing)
+    trained = [
+        a for mb in batch.micro_batches
+        for a, m in zip(mb.advantages.flatten().tolist(), mb.loss_mask.flatten().tolist(),
+                        strict=True) if m
+    ]  # fmt: skip
+    assert sorted(trained) == sorted([-1.0, -1.0, -0.5, -0.5, 1.0, 1.0, 0.5, 0.5])
