@@ -8,6 +8,7 @@ Runs are offline by default: everything goes under `<dir>/wandb/offline-run-*`, 
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,17 +47,24 @@ def start_wandb_run(
     os.environ.setdefault("WANDB_SILENT", "true")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    return wandb.init(
-        project=project,
-        name=name,
-        job_type=job_type,
-        tags=list(tags),
-        config=config,
-        dir=str(run_dir),
-        mode=mode,
-        resume="allow" if resume else None,
-        id=wandb_id(run_dir, resume),
-    )
+    # wandb.init replaces sys.exit and sys.excepthook for good (to record the exit code); in a
+    # process that goes on after the run (a library call, a test session) a replaced sys.exit is
+    # no longer picklable by reference, so both are put back
+    exit_function, excepthook = sys.exit, sys.excepthook
+    try:
+        return wandb.init(
+            project=project,
+            name=name,
+            job_type=job_type,
+            tags=list(tags),
+            config=config,
+            dir=str(run_dir),
+            mode=mode,
+            resume="allow" if resume else None,
+            id=wandb_id(run_dir, resume),
+        )
+    finally:
+        sys.exit, sys.excepthook = exit_function, excepthook
 
 
 def wandb_id(run_dir: Path, resume: bool) -> str:

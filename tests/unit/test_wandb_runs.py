@@ -148,3 +148,18 @@ def test_an_evaluation_with_wandb_disabled_writes_no_run(tmp_path):
     evaluate_main(["--env", "tictactoe", "--policy", MINIMAX, "--num-examples", "1",
                    "--wandb-mode", "disabled", "--out", str(out)])  # fmt: skip
     assert (out / "summary.json").exists() and not (out / "wandb").exists()
+
+
+def test_a_run_leaves_sys_exit_as_it_was(tmp_path):
+    """wandb.init replaces sys.exit for good; a replaced one cannot be pickled by reference
+    (the verifier pool sends functions to its workers that way)."""
+    import pickle
+    import sys
+
+    from rlve.training.wandb_run import start_wandb_run
+
+    before = sys.exit, sys.excepthook
+    run = start_wandb_run(tmp_path, "offline", "rlve-test", "exit", "eval", {})
+    run.finish()
+    assert (sys.exit, sys.excepthook) == before
+    assert pickle.loads(pickle.dumps(sys.exit)) is sys.exit
