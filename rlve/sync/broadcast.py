@@ -76,16 +76,29 @@ def _broadcast_from_trainer(group, tensor: torch.Tensor):
     return group.broadcast([tensor], options)
 
 
-def _finish(work, given_up: Callable[[], bool]) -> None:
-    """Wait for a transfer, polling `given_up`: a receiver that died ends the push at once
-    instead of at the group's time-out."""
-    pause = 1e-5
+RECEIVERS_DONE_GRACE_S = 10.0
+"""how long a send may still take to complete once the receiving side has returned: gloo marks
+the sender's work completed a moment after the receivers have their bytes, and on loaded cores
+the receivers' answer can arrive first"""
+
+
+def _finish(work, given_up: Callable[[], bool], grace_s: float = RECEIVERS_DONE_GRACE_S) -> None:
+    """Wait for a transfer, polling `given_up`: a receiver that died ends the push within
+    `grace_s` instead of at the group's time-out."""
+    pause, deadline = 1e-5, None
     while not work.is_completed():
-        if given_up():
+        if deadline is None and given_up():
+            deadline = time.monotonic() + grace_s
+        if deadline is not None and time.monotonic() > deadline:
             raise RuntimeError("the receiving side stopped in the middle of a weight push")
         time.sleep(pause)
         pause = min(2 * pause, 1e-3)
-    work.wait()  # raises the transfer's own error, if any
+    try:
+        work.wait()  # raises the transfer's own error, if any
+    except Exception as exc:
+        if deadline is not None:  # the receivers had stopped: that is why it failed
+            raise RuntimeError("the receiving side stopped in the middle of a weight push") from exc
+        raise
 
 
 def listening_socket(host: str) -> socket.socket:

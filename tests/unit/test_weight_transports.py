@@ -221,7 +221,7 @@ def test_a_broadcast_to_a_bfloat16_engine_sends_float32_weights_as_bfloat16():
     assert received["steps"].dtype == torch.int64
 
 
-def test_a_receiver_that_stopped_ends_the_push_at_once_not_at_the_time_out():
+def test_a_receiver_that_stopped_ends_the_push_with_that_reason():
     # the group's time-out is short only because tearing the group down waits for it
     broadcaster = WeightBroadcaster("gloo", world_size=2, timeout_s=3)
     worker = Worker(broadcaster.store_port, timeout_s=3)  # joins, never gets specs: never receives
@@ -266,3 +266,29 @@ def test_bad_transport_settings_name_the_value_and_the_choices():
         WeightBroadcaster("gloo", world_size=1, timeout_s=1)
     with pytest.raises(ValueError, match=r"\['shared_memory', 'nccl', 'gloo'\], got 'ipc'"):
         InferenceConfig(weight_transport="ipc")
+
+
+class _Work:
+    """A transfer that completes `delay_s` after the receivers have returned (None: never)."""
+
+    def __init__(self, receivers_done_at: float, delay_s: float | None):
+        self.done_at = None if delay_s is None else receivers_done_at + delay_s
+
+    def is_completed(self) -> bool:
+        import time
+
+        return self.done_at is not None and time.monotonic() >= self.done_at
+
+    def wait(self) -> None:
+        pass
+
+
+def test_a_send_that_completes_just_after_its_receivers_returned_is_not_a_failure():
+    import time
+
+    from rlve.sync.broadcast import _finish
+
+    now = time.monotonic()
+    _finish(_Work(now, delay_s=0.05), given_up=lambda: True, grace_s=2.0)  # returns
+    with pytest.raises(RuntimeError, match="receiving side stopped"):
+        _finish(_Work(now, delay_s=None), given_up=lambda: True, grace_s=0.1)
