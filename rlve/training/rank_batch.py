@@ -10,6 +10,7 @@ less work runs idle micro-batches (two padding tokens, nothing trained) to stay 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields, replace
 
 import torch
 
@@ -62,3 +63,13 @@ def build_rank_batch(
         num_sequences=len(sequences),
         num_loss_tokens=sum(sum(s.loss_mask) for s in sequences),
     )
+
+
+def batch_on(batch: TrainBatch, device: torch.device | str) -> TrainBatch:
+    """`batch` with every tensor of its micro-batches moved to `device` (None fields stay None)."""
+    moved = []
+    for micro in batch.micro_batches:
+        values = {f.name: getattr(micro, f.name) for f in fields(micro)}
+        moved.append(replace(micro, **{name: value.to(device) for name, value in values.items()
+                                        if isinstance(value, torch.Tensor)}))  # fmt: skip
+    return replace(batch, micro_batches=moved)

@@ -15,7 +15,7 @@ import math
 import random
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -39,7 +39,7 @@ from rlve.training.export import export_model, merged_named_weights
 from rlve.training.logprobs import TokenScorer
 from rlve.training.packed_attention import attends_varlen, check_packable
 from rlve.training.policy import build_policy
-from rlve.training.rank_batch import build_rank_batch
+from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
@@ -292,17 +292,7 @@ class Trainer:
             packing=self.config.packing,
             single_row=attends_varlen(self.causal_lm.config),  # flash: unpacks one row only
         )
-        moved = []
-        for micro in batch.micro_batches:
-            tensors = {
-                name: getattr(micro, name).to(self.device)
-                for name in ("input_ids", "attention_mask", "loss_mask", "advantages")
-            }
-            for name in ("sampler_logprobs", "position_ids"):
-                if getattr(micro, name) is not None:
-                    tensors[name] = getattr(micro, name).to(self.device)
-            moved.append(replace(micro, **tensors))
-        return replace(batch, micro_batches=moved)
+        return batch_on(batch, self.device)
 
     def _logprobs(
         self, scorer: TokenScorer, micro: MicroBatch, temperature: float | None = None
