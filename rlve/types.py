@@ -89,6 +89,9 @@ class Trajectory:
     turn_rewards: list[float] = field(default_factory=list)
     """per model turn, the part of `reward` it earned (`Environment.reward_turn`); empty when
     the environment credits no turn"""
+    seats: list[Trajectory] = field(default_factory=list)
+    """the game's other players when the policy plays them too (self-play, rlve.rollout.seat):
+    each with its own reward, trained against the same seat of the group's other games"""
 
     @property
     def prompt_len(self) -> int:

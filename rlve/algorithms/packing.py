@@ -80,6 +80,10 @@ def _trajectory_problem(trajectory: Trajectory, needs_sampler_logprobs: bool) ->
         problem = _sequence_problem(side, needs_sampler_logprobs)
         if problem:
             return f"side call {index}: {problem}"
+    for index, seat in enumerate(trajectory.seats):
+        problem = _trajectory_problem(seat, needs_sampler_logprobs) if seat.token_ids else None
+        if problem:  # a seat that never played has no tokens, and nothing to train
+            return f"seat {index + 1}: {problem}"
     return _sequence_problem(trajectory, needs_sampler_logprobs)
 
 
@@ -129,7 +133,8 @@ def sequences_from_groups(
     `trained_reward`) and returns one `TrainSequence` per clean trajectory with sampled tokens,
     and one per side call it carries (with the trajectory's advantage). With `turn_gamma`, each
     turn of a trajectory gets its own advantage instead (rlve.algorithms.turn_credit, discount
-    `turn_gamma`); side calls keep the whole-episode one.
+    `turn_gamma`); side calls keep the whole-episode one. Self-play seats are compared with the
+    same seat of the group's other games, on their own rewards.
 
     Rollouts a fault spoiled are left out, of the loss and of their group's baseline: an engine
     error or a timeout says nothing about the model. A group with bad input (empty, non-finite
@@ -151,26 +156,39 @@ def sequences_from_groups(
             )
             skipped += 1
             continue
-        rewards = torch.tensor([[t.trained_reward for t in clean]], dtype=torch.float64)
-        advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
-        per_token = [None] * len(clean)
-        if turn_gamma is not None:
-            per_token = _turn_token_advantages(clean, turn_gamma, std_normalize)
-        for trajectory, advantage, tokens in zip(clean, advantages, per_token, strict=True):
-            parts = [trajectory, *trajectory.side_sequences]  # side calls share the advantage
-            for part in parts:
-                if sum(part.loss_mask) == 0:
-                    continue
-                sequences.append(
-                    TrainSequence(
-                        token_ids=list(part.token_ids),
-                        loss_mask=list(part.loss_mask),
-                        advantage=float(advantage),
-                        sampler_logprobs=list(part.sampler_logprobs) or None,
-                        token_advantages=tokens if part is trajectory else None,
-                    )
-                )
+        sequences += _roster_sequences(clean, std_normalize, turn_gamma)
+        for seat in range(max(len(t.seats) for t in clean)):
+            seated = [t.seats[seat] for t in clean if len(t.seats) > seat]
+            sequences += _roster_sequences(seated, std_normalize, turn_gamma)
     return GroupSequences(sequences=sequences, skipped_groups=skipped, faulty_rollouts=faulty)
+
+
+def _roster_sequences(
+    rollouts: list[Trajectory], std_normalize: bool, turn_gamma: float | None
+) -> list[TrainSequence]:
+    """The sequences of rollouts compared with each other (a group's games, or one seat of
+    them), each with its group-relative advantage (per turn with `turn_gamma`)."""
+    rewards = torch.tensor([[t.trained_reward for t in rollouts]], dtype=torch.float64)
+    advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
+    per_token = [None] * len(rollouts)
+    if turn_gamma is not None:
+        per_token = _turn_token_advantages(rollouts, turn_gamma, std_normalize)
+    sequences = []
+    for trajectory, advantage, tokens in zip(rollouts, advantages, per_token, strict=True):
+        parts = [trajectory, *trajectory.side_sequences]  # side calls share the advantage
+        for part in parts:
+            if sum(part.loss_mask) == 0:
+                continue
+            sequences.append(
+                TrainSequence(
+                    token_ids=list(part.token_ids),
+                    loss_mask=list(part.loss_mask),
+                    advantage=float(advantage),
+                    sampler_logprobs=list(part.sampler_logprobs) or None,
+                    token_advantages=tokens if part is trajectory else None,
+                )
+            )
+    return sequences
 
 
 def _turn_token_advantages(
@@ -326,9 +344,9 @@ def build_train_batch(
     """All sequences of one optimizer step in micro-batches of the `packing` layout.
 
     "padded": `pack_by_token_budget`, one right-padded sequence per row. "packed": sequences end
-    to end in rows (`pack_into_rows`). With `single_row` (attention that reads the sequence
-    boundaries from position ids: flash attention) rows hold up to max_tokens, one row per
-    micro-batch, never padded. Otherwise a dense block-diagonal mask costs the row length
+    to end in rows (`pack_into_rows`). With `single_row` (attention that finds the sequences
+    from position ids: flash attention, rlve's SEQUENCE_SDPA) rows hold up to max_tokens, one
+    row per micro-batch, never padded. Otherwise a dense block-diagonal mask costs the row length
     squared, so rows are no longer than the longest sequence (nor max_tokens), no row costs more
     attention than the padded layout's widest, and rows are grouped like padded sequences
     (`pack_by_token_budget` over the row lengths), padded at their ends only.

@@ -56,7 +56,9 @@ class StepBatch:
 
     @property
     def sampled_tokens(self) -> int:
-        return sum(t.num_sampled_tokens for g in self.played for t in g.trajectories)
+        return sum(
+            p.num_sampled_tokens for g in self.played for t in g.trajectories for p in [t, *t.seats]
+        )
 
 
 class BatchCollector:
@@ -140,7 +142,7 @@ class BatchCollector:
         for group in groups:
             env = self.sampler.envs[group.env_name]
             limit = (self.sampler.sampling.get(group.env_name) or env_sampling(env)).max_tokens
-            for t in group.trajectories:
+            for t in (p for g in group.trajectories for p in [g, *g.seats]):  # seats: theirs
                 if not t.turn_spans:
                     continue
                 longest = max(end - start for start, end in t.turn_spans)

@@ -8,6 +8,8 @@ reason `env_error`, a failed or timed-out engine request with `engine_error`, th
 limit (setup included) with `timeout`: each leaves its message in the state under that name, and
 is counted as a fault (rlve.rollout.faults). A chat template that cannot tokenize a reply on its
 own ends it with `chat_template` (counted under errors). An `EngineFatalError` stops the batch.
+The environment may open other seats of the game played by the same policy (self-play,
+rlve.rollout.seat); they become the trajectory's `seats`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from dataclasses import dataclass, field
 
 from rlve.envs.base import Environment, State
 from rlve.inference.engine import (
@@ -26,44 +27,19 @@ from rlve.inference.engine import (
     SamplingConfig,
 )
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
+from rlve.rollout.seat import Seat, seat_opener
+from rlve.rollout.turns import (
+    EngineFailure,
+    EpisodeRecord,
+    EpisodeSettings,
+    add_reply,
+    sample_turn,
+)
 from rlve.types import Example, Message, SideSequence, Trajectory
 
+__all__ = ["EngineFailure", "EnvironmentFailure", "EpisodeSettings", "play_episode"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class EpisodeRecord:
-    """The episode as it grows; read back even when the episode is cut off by its time limit."""
-
-    example: Example
-    state: State
-    messages: list[Message]
-    token_ids: list[int] = field(default_factory=list)
-    loss_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    turn_spans: list[tuple[int, int]] = field(default_factory=list)
-    pending_reply: list[Message] = field(default_factory=list)
-    truncated_turns: int = 0
-    weight_version: int = 0
-    side_sequences: list[SideSequence] = field(default_factory=list)
-    prompt: list[Message] | None = None
-    """the episode's own prompt, when `setup_state` set one; else the example's"""
-
-    def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
-        self.token_ids.extend(ids)
-        self.loss_mask.extend([mask] * len(ids))
-        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
-
-
-@dataclass(frozen=True)
-class EpisodeSettings:
-    """How episodes are played, apart from the environment's own rules."""
-
-    max_seq_len: int | None = None
-    """longest token sequence of an episode; a turn that would not fit ends it ('context_length')"""
-    time_limit_s: float | None = None
-    """wall-clock limit per episode, setup included; past it the episode ends as 'timeout' and
-    the batch goes on"""
 
 
 async def play_episode(
@@ -80,6 +56,9 @@ async def play_episode(
     record = EpisodeRecord(example, state, copy.deepcopy(example.prompt))
     keep = record.side_sequences if getattr(env, "train_side_calls", False) else None
     state["generate"] = side_call(engine, sampling, keep)
+    seats: list[Seat] = []
+    state["seats"] = seats
+    state["open_seat"] = seat_opener(engine, sampling, settings, example, seed, seats)
     try:
         played = _setup_and_turns(env, engine, record, sampling, settings, seed)
         if settings.time_limit_s is None:
@@ -107,7 +86,9 @@ async def play_episode(
         except Exception as exc:
             log.warning("cleanup of %s raised %s: %s", env.name, type(exc).__name__, exc)
     state["stop_reason"] = reason
-    return _trajectory(env, record, reason, seed), state
+    trajectory = _trajectory(env, record, reason, seed)
+    trajectory.seats = [_trajectory(env, seat.record, reason, seed) for seat in seats]
+    return trajectory, state
 
 
 def side_call(engine: Engine, sampling: SamplingConfig, keep: list[SideSequence] | None):
@@ -135,17 +116,13 @@ class EnvironmentFailure(Exception):
     """The environment's own code raised while setting up or answering a turn."""
 
 
-class EngineFailure(Exception):
-    """One engine request raised or timed out (not an EngineFatalError): this episode ends."""
-
-
 async def _setup_and_turns(
     env, engine, record: EpisodeRecord, sampling: SamplingConfig, settings: EpisodeSettings,
     seed: int,
 ) -> str:  # fmt: skip
     try:
         await env.setup_state(record.state)
-    except EngineFatalError:
+    except (EngineFatalError, EngineFailure, ChatTemplateError):  # a side call's, a seat's
         raise
     except Exception as exc:  # a resource that cannot be made fails this episode only
         raise EnvironmentFailure(f"setup_state: {type(exc).__name__}: {exc}") from exc
@@ -175,70 +152,26 @@ async def _turns(
     env, engine, record: EpisodeRecord, sampling: SamplingConfig, settings: EpisodeSettings,
     seed: int,
 ) -> str:  # fmt: skip
-    state, messages = record.state, record.messages
+    state = record.state
     chat = ChatTokens(engine.tokenizer, env.tool_schemas) if engine.tokenizer is not None else None
-    if chat is not None:
-        record.append(chat.prompt_ids(messages), 0)
     while True:
         reason = await env.check_stop(state)
         if reason is not None:
             return reason
-        reply_ids: list[int] = []
-        if chat is not None and record.pending_reply:
-            last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
-            reply_ids = chat.reply_ids(last_ids, record.pending_reply)
-        turn_sampling = _turn_sampling(
-            sampling, settings, len(record.token_ids) + len(reply_ids), seed, state["turn"]
+        turn_seed = seed * 1000 + state["turn"]
+        generation = await sample_turn(
+            engine, chat, record, sampling, settings, turn_seed, env.tool_schemas
         )
-        if turn_sampling is None:
+        if generation is None:
             return "context_length"
-        record.append(reply_ids, 0)
-        record.pending_reply = []
-        request = GenerationRequest(
-            messages=messages,
-            sampling=turn_sampling,
-            prompt_ids=list(record.token_ids) if chat is not None else None,
-            tools=env.tool_schemas,
-        )
-        try:
-            generation = await engine.generate(request)
-        except EngineFatalError:
-            raise
-        except Exception as exc:  # a lost request, a server that did not answer in time
-            raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
-        assistant: Message = {"role": "assistant", "content": generation.text}
-        if generation.tool_calls:
-            assistant["tool_calls"] = generation.tool_calls
-        messages.append(assistant)
-        if chat is not None:
-            start = len(record.token_ids)
-            record.append(generation.token_ids, 1, generation.logprobs)
-            record.turn_spans.append((start, len(record.token_ids)))
-        record.truncated_turns += generation.finish_reason == "length"
-        record.weight_version = generation.weight_version
         state["turn"] += 1
         try:
-            reply = await env.env_response(messages, state)
-        except EngineFatalError:  # from a side call (`state["generate"]`)
+            reply = await env.env_response(record.messages, state)
+        except (EngineFatalError, EngineFailure, ChatTemplateError):  # a side call's, a seat's
             raise
         except Exception as exc:  # the model's text must never crash a batch; env bugs end it
             raise EnvironmentFailure(f"{type(exc).__name__}: {exc}") from exc
-        messages.extend(reply)
-        record.pending_reply = list(reply)
-
-
-def _turn_sampling(
-    sampling: SamplingConfig, settings: EpisodeSettings, prompt_len: int, seed: int, turn: int
-) -> SamplingConfig | None:
-    """This turn's sampling settings: its own seed, max_tokens cut to the room that is left
-    (None when not even one token fits)."""
-    sampling = sampling.with_overrides(seed=seed * 1000 + turn)
-    if settings.max_seq_len is None or prompt_len == 0:
-        return sampling
-    room = settings.max_seq_len - prompt_len
-    if room < 1:
-        return None
-    return sampling.with_overrides(max_tokens=min(sampling.max_tokens, room))
+        add_reply(record, reply)
 
 
 def _trajectory(env: Environment, record: EpisodeRecord, reason: str, seed: int) -> Trajectory:

@@ -21,14 +21,17 @@ def group_to_json(group: RolloutGroup) -> dict[str, Any]:
     return asdict(group)
 
 
+def trajectory_from_json(row: dict[str, Any]) -> Trajectory:
+    fault = Fault(**row["fault"]) if row.get("fault") else None
+    sides = [SideSequence(**side) for side in row.get("side_sequences", [])]
+    spans = [tuple(span) for span in row.get("turn_spans", [])]
+    seats = [trajectory_from_json(seat) for seat in row.get("seats", [])]
+    return Trajectory(**{**row, "fault": fault, "side_sequences": sides, "turn_spans": spans,
+                         "seats": seats})  # fmt: skip
+
+
 def group_from_json(data: dict[str, Any]) -> RolloutGroup:
-    trajectories = []
-    for row in data["trajectories"]:
-        fault = Fault(**row["fault"]) if row.get("fault") else None
-        sides = [SideSequence(**side) for side in row.get("side_sequences", [])]
-        spans = [tuple(span) for span in row.get("turn_spans", [])]
-        trajectories.append(Trajectory(**{**row, "fault": fault, "side_sequences": sides,
-                                          "turn_spans": spans}))  # fmt: skip
+    trajectories = [trajectory_from_json(row) for row in data["trajectories"]]
     return RolloutGroup(**{**data, "trajectories": trajectories})
 
 

@@ -31,6 +31,7 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
     for name in TOKEN_FIELDS:
         row.pop(name)
     row.pop("side_sequences")
+    row["seats"] = [trajectory_row(seat) for seat in t.seats]
     return row
 
 
@@ -41,7 +42,11 @@ def render_trajectory(t: Trajectory) -> str:
         f"stop {t.stop_reason} | turns {t.num_turns} | weights v{t.weight_version}"
     )
     metrics = ", ".join(f"{k}={v:.3g}" for k, v in sorted(t.metrics.items()))
-    return "\n".join([head, f"metrics: {metrics}", render_messages(t.prompt[-1:] + t.completion)])
+    parts = [head, f"metrics: {metrics}", render_messages(t.prompt[-1:] + t.completion)]
+    for number, seat in enumerate(t.seats, start=2):  # self-play: the other players' side
+        parts.append(f"=== seat {number} | reward {seat.reward:.3f} | turns {seat.num_turns}")
+        parts.append(render_messages(seat.prompt[-1:] + seat.completion))
+    return "\n".join(parts)
 
 
 def render_messages(messages: list[Message]) -> str:

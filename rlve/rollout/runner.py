@@ -1,9 +1,10 @@
 """Rollout groups: several episodes of one example, played concurrently and scored together.
 
 `play_groups` keeps at most `max_concurrent` episodes in flight across all groups, scores each
-finished group with the environment's rubric (group reward functions see the whole group), marks
-each faulty episode with its `Fault`, and returns the groups in the order of the examples,
-whatever order they finished in.
+finished group with the environment's rubric (group reward functions see the whole group; each
+self-play seat is scored as a group of its own, from its own state), marks each faulty episode
+with its `Fault`, and returns the groups in the order of the examples, whatever order they
+finished in.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rlve.envs.base import Environment
+from rlve.envs.base import Environment, State
 from rlve.inference.engine import Engine, SamplingConfig
 from rlve.rollout.episode import EpisodeSettings, play_episode
 from rlve.rollout.faults import episode_fault
 from rlve.rollout.progress import progress_bar
-from rlve.types import Example, RolloutGroup
+from rlve.types import Example, RolloutGroup, Trajectory
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,24 @@ async def play_group(
     played = await asyncio.gather(*(one(i) for i in range(group_size)))
     trajectories = [t for t, _ in played]
     states = [s for _, s in played]
+    await _score(env, trajectories, states)
+    for seat in range(max(len(t.seats) for t in trajectories)):
+        seated = [(t, s) for t, s in played if len(t.seats) > seat]
+        await _score(env, [t.seats[seat] for t, _ in seated],
+                     [s["seats"][seat].state for _, s in seated])  # fmt: skip
+        for t, _ in seated:
+            t.seats[seat].fault = t.fault  # a seat of a spoiled game is spoiled with it
+    return RolloutGroup(
+        example_id=job.example.example_id,
+        env_name=env.name,
+        trajectories=trajectories,
+        difficulty=job.example.info.get("difficulty"),
+    )
+
+
+async def _score(env: Environment, trajectories: list[Trajectory], states: list[State]) -> None:
+    """Score rollouts that are compared with each other (one group, or one seat of a group's
+    games): the rubric's reward, errors, metrics and fault of each."""
     scores = await env.rubric.score_group(
         prompts=[t.prompt for t in trajectories],
         completions=[t.completion for t in trajectories],
@@ -76,12 +95,6 @@ async def play_group(
             trajectory.errors["chat_template"] = 1
         trajectory.metrics = {**score.metrics, **env.episode_metrics(state)}
         trajectory.fault = episode_fault(state, score)
-    return RolloutGroup(
-        example_id=job.example.example_id,
-        env_name=env.name,
-        trajectories=trajectories,
-        difficulty=job.example.info.get("difficulty"),
-    )
 
 
 async def play_groups(

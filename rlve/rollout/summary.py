@@ -34,6 +34,9 @@ def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     if not rollouts:
         return {}
     summary = _clean_summary(clean) if clean else {}
+    seats = [seat for t in clean for seat in t.seats]
+    if seats:  # self-play: the other players' side, under seat/ (seat/reward/mean...)
+        summary.update({f"seat/{name}": v for name, v in _clean_summary(seats).items()})
     errors: dict[str, int] = defaultdict(int)
     stops: dict[str, int] = defaultdict(int)
     for t in rollouts:

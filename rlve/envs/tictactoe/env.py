@@ -8,7 +8,9 @@ batch spans [min_random_move_prob, max_random_move_prob]. Invalid answers are to
 goes on; the episode stops at `max_turns` model turns. Rubric: win 1 / draw 0.5 / else 0 (weight 1),
 format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1), or with
 `invalid_penalty="per_move"` -0.1 for each invalid move. Each penalty is also credited to the
-move that cost it (`reward_turn`), for training with per-turn credit.
+move that cost it (`reward_turn`), for training with per-turn credit. With `opponent="self"` the
+policy plays O as well, in a seat of its own (rlve.envs.tictactoe.self_play), except in a
+`scripted_fraction` share of the games; O's seat is scored by the same rubric from its own view.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from rlve.envs.tictactoe.prompts import (
     opponent_played_status,
     turn_message,
 )
+from rlve.envs.tictactoe.self_play import OPPONENTS, finish_seat, plays_self, seat_move
 from rlve.types import Example, Message, Trajectory
 
 INVALID_MOVE_PENALTY = -0.1
@@ -53,35 +56,44 @@ def _check_probability(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
 
 
-def example_row(example_seed: int, random_move_prob: float) -> dict[str, Any]:
-    """One game: who starts (from the seed), the opponent's opening if it starts, the prompt."""
+def example_row(example_seed: int, random_move_prob: float, self_play: bool = False) -> dict:
+    """One game: who starts (from the seed), the opponent's opening if it starts, the prompt.
+    In a self-play game that O opens, the prompt is made once O (the policy) has played, in the
+    episode's `setup_state`; the row's says so."""
     opponent_starts = random.Random(example_seed).random() < 0.5
     board = EMPTY_BOARD
-    if opponent_starts:
+    if opponent_starts and self_play:
+        status = "You play X. The opponent (O) moves first."
+    elif opponent_starts:
         cell = opponent_move(board, random_move_prob, opponent_rng(example_seed, board))
         board = place(board, cell, O_MARK)
         status = f"You play X. {opponent_played_status(cell)}"
     else:
         status = "You play X and move first."
-    return {
-        "question": turn_message(board, status),
-        "info": {
-            "random_move_prob": random_move_prob,
-            "example_seed": example_seed,
-            "opponent_starts": opponent_starts,
-        },
+    info = {
+        "random_move_prob": random_move_prob,
+        "example_seed": example_seed,
+        "opponent_starts": opponent_starts,
+        "opponent": "self" if self_play else "scripted",
     }
+    return {"question": turn_message(board, status), "info": info}
 
 
 def example_rows(
     num_examples: int, seed: int, min_random_move_prob: float, max_random_move_prob: float,
-    num_groups: int,
+    num_groups: int, opponent: str = "scripted", scripted_fraction: float = 0.0,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """The dataset: per example a seed, who starts, the opponent's strength, the first prompt."""
+    """The dataset: per example a seed, who starts, who plays O and how strong the scripted
+    opponent is, the first prompt."""
     probs = stratified_probabilities(
         num_examples, min_random_move_prob, max_random_move_prob, num_groups, random.Random(seed)
     )
-    return [example_row(seed * 1_000_003 + i, prob) for i, prob in enumerate(probs)]
+    return [
+        example_row(
+            seed * 1_000_003 + i, prob, opponent == "self" and plays_self(i, scripted_fraction)
+        )
+        for i, prob in enumerate(probs)
+    ]
 
 
 def win_reward(state: State) -> float:
@@ -118,13 +130,20 @@ class TicTacToeEnv(MultiTurnEnv):
     difficulty_step: float = 0.1
     """how much each difficulty level lowers the opponent's random-move probability"""
 
+    opponent: str = "scripted"
+    """who plays O (self_play.OPPONENTS): the seeded minimax opponent, or the policy itself"""
+
+    scripted_fraction: float = 0.0
+    """with opponent "self": the share of games still played against the scripted opponent"""
+
     def make_example(self, seed: int, difficulty: int) -> Example:
         """A fresh game whose opponent the curriculum sets: difficulty d plays random moves with
         probability max(0, 1 - d * difficulty_step) (d = 0: a random opponent; 10: perfect)."""
         if difficulty < 0:
             raise ValueError(f"difficulty must be >= 0, got {difficulty}")
         prob = max(0.0, 1.0 - difficulty * self.difficulty_step)
-        row = example_row(seed, prob)
+        scripted = random.Random(f"opponent_{seed}").random() < self.scripted_fraction
+        row = example_row(seed, prob, self.opponent == "self" and not scripted)
         prompt = [{"role": "system", "content": self.system_prompt},
                   {"role": "user", "content": row["question"]}]  # fmt: skip
         return Example(seed, prompt, "", {**row["info"], "difficulty": difficulty})
@@ -132,12 +151,19 @@ class TicTacToeEnv(MultiTurnEnv):
     async def setup_state(self, state: State) -> None:
         info = state["info"]
         board = EMPTY_BOARD
-        if info.get("opponent_starts"):
+        state.update(result=None, invalid_moves=0, formatted_turns=0)
+        if info.get("opponent") == "self" and info.get("opponent_starts"):
+            cell = await seat_move(state, board, None, self._count_invalid)
+            board = place(board, cell, O_MARK)
+            status = f"You play X. {opponent_played_status(cell)}"
+            opening = {"role": "user", "content": turn_message(board, status)}
+            state["prompt"] = [state["prompt"][0], opening]
+        elif info.get("opponent_starts"):
             # Replay the opening the dataset showed; the same seed gives the same cell.
             seed = info["example_seed"]
             cell = opponent_move(board, info["random_move_prob"], opponent_rng(seed, board))
             board = place(board, cell, O_MARK)
-        state.update(board=board, result=None, invalid_moves=0, formatted_turns=0)
+        state["board"] = board
 
     async def env_response(self, messages: list[Message], state: State) -> list[Message]:
         board: Board = state["board"]
@@ -149,20 +175,28 @@ class TicTacToeEnv(MultiTurnEnv):
                 raise InvalidMove(NO_MOVE_REASON)
             board = place(board, cell, X_MARK)
         except InvalidMove as invalid:
-            state["invalid_moves"] += 1
-            if self.invalid_penalty == "per_move" or state["invalid_moves"] == 1:
-                self.reward_turn(state, INVALID_MOVE_PENALTY)  # the move that cost it
+            self._count_invalid(state)
             return [{"role": "user", "content": invalid_move_message(invalid.reason, board)}]
         if self._game_over(board, state):
             return [{"role": "user", "content": final_message(state["result"], board)}]
         info = state["info"]
-        rng = opponent_rng(info["example_seed"], board)
-        reply = opponent_move(board, info["random_move_prob"], rng)
+        if info.get("opponent") == "self":
+            reply = await seat_move(state, board, cell, self._count_invalid)
+        else:
+            reply = opponent_move(
+                board, info["random_move_prob"], opponent_rng(info["example_seed"], board)
+            )
         board = place(board, reply, O_MARK)
         if self._game_over(board, state):
             return [{"role": "user", "content": final_message(state["result"], board)}]
         state["board"] = board
         return [{"role": "user", "content": turn_message(board, opponent_played_status(reply))}]
+
+    def _count_invalid(self, state: State) -> None:
+        """An invalid answer of the player whose state this is (X's, or O's seat's)."""
+        state["invalid_moves"] += 1
+        if self.invalid_penalty == "per_move" or state["invalid_moves"] == 1:
+            self.reward_turn(state, INVALID_MOVE_PENALTY)  # the move that cost it
 
     def _game_over(self, board: Board, state: State) -> bool:
         state["board"] = board
@@ -170,6 +204,7 @@ class TicTacToeEnv(MultiTurnEnv):
         if mark is None and free_cells(board):
             return False
         state["result"] = {X_MARK: "win", O_MARK: "loss", None: "draw"}[mark]
+        finish_seat(state, state["result"])
         self.end_episode(state, "game_over")
         return True
 
@@ -186,6 +221,7 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/unfinished": float(result is None),
             "game/invalid": float(state.get("invalid_moves", 0) > 0),
             "game/invalid_moves": float(state.get("invalid_moves", 0)),
+            "game/self_play": float(state["info"].get("opponent") == "self"),
             "game/format": state.get("formatted_turns", 0) / max(state["turn"], 1),
         }
 
@@ -200,6 +236,8 @@ def load_environment(
     max_tokens: int = 128,
     invalid_penalty: str = "flat",
     rules: str = "full",
+    opponent: str = "scripted",
+    scripted_fraction: float = 0.0,
 ) -> TicTacToeEnv:
     """Tic-tac-toe against a seeded minimax opponent of stratified strength.
 
@@ -215,7 +253,14 @@ def load_environment(
             'per_move' (-0.1 for each invalid move).
         rules: the system prompt: 'full' (the rules with an example answer) or 'short' (the same
             rules in less than half the tokens, for small models trained on a CPU).
+        opponent: who plays O: 'scripted' (the seeded minimax opponent above) or 'self' (the
+            policy, in a seat of its own with O's view of the board; both seats are trained).
+        scripted_fraction: with opponent='self', the share of games still played against the
+            scripted opponent (a group's games always share their opponent and who starts).
     """
+    if opponent not in OPPONENTS:
+        raise ValueError(f"opponent must be one of {list(OPPONENTS)}, got {opponent!r}")
+    _check_probability("scripted_fraction", scripted_fraction)
     if invalid_penalty not in INVALID_PENALTIES:
         raise ValueError(
             f"invalid_penalty must be one of {sorted(INVALID_PENALTIES)}, got {invalid_penalty!r}"
@@ -232,7 +277,8 @@ def load_environment(
     require_int("num_groups", num_groups, 1)
     require_int("num_examples", num_examples, 1)
     require_int("max_turns", max_turns, 1)
-    rows = example_rows(num_examples, seed, min_random_move_prob, max_random_move_prob, num_groups)
+    rows = example_rows(num_examples, seed, min_random_move_prob, max_random_move_prob, num_groups,
+                        opponent, scripted_fraction)  # fmt: skip
     parser = XMLParser(["think", "move"], answer_field="move")
     rubric = Rubric(parser=parser)
     rubric.add(win_reward, 1.0).add(format_reward, 0.2)
@@ -247,4 +293,5 @@ def load_environment(
         sampling={"max_tokens": max_tokens},
     )
     env.invalid_penalty = invalid_penalty
+    env.opponent, env.scripted_fraction = opponent, scripted_fraction
     return env

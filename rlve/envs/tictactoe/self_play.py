@@ -1,0 +1,102 @@
+"""Self-play: the policy plays O too, in a conversation of its own (a seat, rlve.rollout.seat).
+
+O's seat sees the board with the marks swapped, so every position reads as one where it plays X:
+the same system prompt, the same messages and the same skill as in the games against the
+scripted opponent. Its side of the game (result from its view, invalid moves, answers in the
+right format, per-turn penalties) lives in the seat's own state, which the rubric scores as it
+scores X's. An O seat that gives no valid move in `SEAT_ATTEMPTS` answers (or has no room left
+under the episode's token limit) has a random free cell played for it, seeded by the rollout, so
+the game X is learning from goes on; its invalid answers still cost it.
+"""
+
+from __future__ import annotations
+
+import random
+
+from rlve.envs.base import State
+from rlve.envs.tictactoe.game import (
+    O_MARK,
+    X_MARK,
+    Board,
+    InvalidMove,
+    board_key,
+    format_ok,
+    free_cells,
+    parse_move,
+    place,
+)
+from rlve.envs.tictactoe.prompts import (
+    NO_MOVE_REASON,
+    invalid_move_message,
+    opponent_played_status,
+    turn_message,
+)
+
+SEAT_ATTEMPTS = 3
+"""answers the O seat gets for one move before a random free cell is played for it"""
+
+OPPONENTS = ("scripted", "self")
+"""who plays O: the seeded minimax opponent of the dataset, or the policy itself"""
+
+_FLIPPED = {"win": "loss", "loss": "win", "draw": "draw", None: None}
+
+
+def swap_marks(board: Board) -> Board:
+    """The board as the other player sees it: X and O exchanged."""
+    return tuple({X_MARK: O_MARK, O_MARK: X_MARK}.get(cell, cell) for cell in board)
+
+
+def seat_result(result: str | None) -> str | None:
+    """X's result ("win", "loss", "draw", None: unfinished) as O's seat sees it."""
+    return _FLIPPED[result]
+
+
+def plays_self(example_index: int, scripted_fraction: float) -> bool:
+    """Whether game `example_index` of a self-play dataset has the policy as O: exactly a
+    `scripted_fraction` share of every run of consecutive games is scripted, spread evenly."""
+    scripted = int((example_index + 1) * scripted_fraction) > int(example_index * scripted_fraction)
+    return not scripted
+
+
+async def seat_move(state: State, board: Board, x_cell: int | None, count_invalid) -> int:
+    """O's move on `board` (X to have just played `x_cell`; None: O opens the game), asked of
+    the O seat, which is opened on its first move. `count_invalid(seat_state)` records an
+    invalid answer in the seat's state (the environment's rule for penalties)."""
+    view = swap_marks(board)
+    if x_cell is None:
+        status = "You play X and move first."
+    else:
+        status = opponent_played_status(x_cell)
+    seat = state.get("o_seat")
+    if seat is None:
+        if x_cell is not None:
+            status = f"You play X. {status}"
+        system = state["prompt"][0]
+        seat = state["open_seat"]([system, {"role": "user", "content": turn_message(view, status)}])
+        seat.state.update(result=None, invalid_moves=0, formatted_turns=0)
+        state["o_seat"] = seat
+    else:
+        seat.tell([{"role": "user", "content": turn_message(view, status)}])
+    for _ in range(SEAT_ATTEMPTS):
+        text = await seat.play()
+        if text is None:
+            break
+        seat.state["formatted_turns"] += format_ok(text)
+        cell = parse_move(text)
+        try:
+            if cell is None:
+                raise InvalidMove(NO_MOVE_REASON)
+            place(view, cell, X_MARK)
+            return cell
+        except InvalidMove as invalid:
+            count_invalid(seat.state)
+            seat.tell([{"role": "user", "content": invalid_move_message(invalid.reason, view)}])
+    rng = random.Random(f"seat_{state['seed']}_{board_key(board)}")
+    return rng.choice(free_cells(board))
+
+
+def finish_seat(state: State, result: str | None) -> None:
+    """Write the game's end into the O seat's state, from O's view."""
+    seat = state.get("o_seat")
+    if seat is not None:
+        seat.state["result"] = seat_result(result)

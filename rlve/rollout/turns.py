@@ -1,0 +1,125 @@
+"""One model turn of a conversation, sampled into a growing token-exact record.
+
+The episode's own conversation (rlve.rollout.episode) and a self-play seat's (rlve.rollout.seat)
+take their turns the same way: the tokens of the environment's pending reply are appended (from
+the chat template, once), the turn's sampling settings get their own seed and the room left under
+`max_seq_len`, and the sampled tokens go into the record exactly as sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlve.envs.base import State
+from rlve.inference.engine import (
+    Engine,
+    EngineFatalError,
+    Generation,
+    GenerationRequest,
+    SamplingConfig,
+)
+from rlve.rollout.chat_tokens import ChatTokens
+from rlve.types import Example, Message, SideSequence
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """How episodes are played, apart from the environment's own rules."""
+
+    max_seq_len: int | None = None
+    """longest token sequence of an episode; a turn that would not fit ends it ('context_length')"""
+    time_limit_s: float | None = None
+    """wall-clock limit per episode, setup included; past it the episode ends as 'timeout' and
+    the batch goes on"""
+
+
+@dataclass
+class EpisodeRecord:
+    """A conversation as it grows; read back even when the episode is cut off by its time limit."""
+
+    example: Example
+    state: State
+    messages: list[Message]
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    pending_reply: list[Message] = field(default_factory=list)
+    truncated_turns: int = 0
+    weight_version: int = 0
+    side_sequences: list[SideSequence] = field(default_factory=list)
+    prompt: list[Message] | None = None
+    """the conversation's own prompt, when it is not the example's (a seat's, or one
+    `setup_state` set)"""
+
+    def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
+        self.token_ids.extend(ids)
+        self.loss_mask.extend([mask] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+
+class EngineFailure(Exception):
+    """One engine request raised or timed out (not an EngineFatalError): this episode ends."""
+
+
+async def sample_turn(
+    engine: Engine, chat: ChatTokens | None, record: EpisodeRecord, sampling: SamplingConfig,
+    settings: EpisodeSettings, seed: int, tools: list[dict] | None = None,
+) -> Generation | None:  # fmt: skip
+    """Sample the next turn of `record` (seed `seed`) and append it, as a message and, with a
+    chat template, as tokens. None when not even one token fits under `max_seq_len`."""
+    reply_ids: list[int] = []
+    if chat is not None and not record.token_ids:
+        record.append(chat.prompt_ids(record.messages), 0)
+    elif chat is not None and record.pending_reply:
+        last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
+        reply_ids = chat.reply_ids(last_ids, record.pending_reply)
+    turn_sampling = _turn_sampling(sampling, settings, len(record.token_ids) + len(reply_ids), seed)
+    if turn_sampling is None:
+        return None
+    record.append(reply_ids, 0)
+    record.pending_reply = []
+    request = GenerationRequest(
+        messages=record.messages,
+        sampling=turn_sampling,
+        prompt_ids=list(record.token_ids) if chat is not None else None,
+        tools=tools,
+    )
+    try:
+        generation = await engine.generate(request)
+    except EngineFatalError:
+        raise
+    except Exception as exc:  # a lost request, a server that did not answer in time
+        raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
+    assistant: Message = {"role": "assistant", "content": generation.text}
+    if generation.tool_calls:
+        assistant["tool_calls"] = generation.tool_calls
+    record.messages.append(assistant)
+    if chat is not None:
+        start = len(record.token_ids)
+        record.append(generation.token_ids, 1, generation.logprobs)
+        record.turn_spans.append((start, len(record.token_ids)))
+    record.truncated_turns += generation.finish_reason == "length"
+    record.weight_version = generation.weight_version
+    return generation
+
+
+def add_reply(record: EpisodeRecord, reply: list[Message]) -> None:
+    """The environment's messages after a turn: shown now, tokenized before the next turn (so a
+    conversation ends on its last sampled token)."""
+    record.messages.extend(reply)
+    record.pending_reply.extend(reply)
+
+
+def _turn_sampling(
+    sampling: SamplingConfig, settings: EpisodeSettings, prompt_len: int, seed: int
+) -> SamplingConfig | None:
+    """A turn's sampling settings: its own seed, max_tokens cut to the room that is left (None
+    when not even one token fits)."""
+    sampling = sampling.with_overrides(seed=seed)
+    if settings.max_seq_len is None or prompt_len == 0:
+        return sampling
+    room = settings.max_seq_len - prompt_len
+    if room < 1:
+        return None
+    return sampling.with_overrides(max_tokens=min(sampling.max_tokens, room))
