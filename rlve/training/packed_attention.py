@@ -2,8 +2,10 @@
 restarting at 0 at each one) without ever crossing from one sequence into another.
 
 Flash-attention kernels take the sequence boundaries from `position_ids` of a one-row batch
-(transformers' varlen path: each sequence costs its own length squared). sdpa and eager attention
-get a block-diagonal causal 4D mask, which transformers hands to the kernel as it is
+(transformers' varlen path: each sequence costs its own length squared), and so does
+`SEQUENCE_SDPA` (rlve.training.sequence_attention), which the trainer gives sdpa models: a
+micro-batch can then be one row, without padding. Plain sdpa and eager attention get a
+block-diagonal causal 4D mask, which transformers hands to the kernel as it is
 (`masking_utils._preprocess_mask_arguments`: a 4D mask counts as prepared): bool for sdpa, and
 0 / dtype-min added to the scores for eager, as transformers' own `eager_mask` does.
 """
@@ -13,15 +15,27 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlve.training.sequence_attention import SEQUENCE_SDPA, is_packed, prepared_mask
+
 DENSE_MASK_ATTENTION = ("sdpa", "eager")
 """attention implementations that take a block-diagonal 4D mask"""
+
+
+def _implementation(config: object) -> str:
+    return str(getattr(config, "_attn_implementation", None) or "")
 
 
 def attends_varlen(config: object) -> bool:
     """Whether the model's attention (`config._attn_implementation`) is a flash-attention kernel,
     which reads packed sequence boundaries from `position_ids` ("flash_attention_2", "..._3",
     kernels-community flash builds)."""
-    return "flash" in str(getattr(config, "_attn_implementation", None) or "")
+    return "flash" in _implementation(config)
+
+
+def separates_sequences(config: object) -> bool:
+    """Whether the model's attention finds packed sequences itself, each costing its own length
+    squared (flash attention, SEQUENCE_SDPA): a micro-batch is then best one long row."""
+    return attends_varlen(config) or _implementation(config) == SEQUENCE_SDPA
 
 
 def check_packable(config: object) -> None:
@@ -29,7 +43,7 @@ def check_packable(config: object) -> None:
     attention the mask or the position ids confine to each sequence, and only attention layers
     (a convolution or recurrent layer, as in LFM2, would carry state across the boundary)."""
     implementation = getattr(config, "_attn_implementation", None)
-    if not attends_varlen(config) and implementation not in DENSE_MASK_ATTENTION:
+    if not separates_sequences(config) and implementation not in DENSE_MASK_ATTENTION:
         raise ValueError(
             f"trainer.packing='packed' needs sdpa, eager or flash attention; the model uses "
             f"{implementation!r}: set trainer.packing=padded"
@@ -68,10 +82,12 @@ def packed_decoder_inputs(config: object, position_ids: Tensor, dtype: torch.dty
             raise ValueError(f"flash attention packs one row, got {position_ids.shape[0]}")
         return {"attention_mask": None, "position_ids": position_ids}
     check_packable(config)
-    if not bool((position_ids[:, 1:] == 0).any()):
+    if not is_packed(position_ids):
         # one sequence per row (its padding continues it): the causal mask alone keeps them
         # apart, and without a mask sdpa takes its faster is_causal kernels
         return {"attention_mask": None, "position_ids": position_ids}
+    if _implementation(config) == SEQUENCE_SDPA:
+        return {"attention_mask": prepared_mask(position_ids), "position_ids": position_ids}
     mask = block_causal_mask(position_ids)
     if getattr(config, "_attn_implementation", None) == "eager":
         blocked = torch.full(mask.shape, torch.finfo(dtype).min, dtype=dtype, device=mask.device)

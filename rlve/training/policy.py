@@ -12,6 +12,7 @@ from rlve.distributed import World
 from rlve.distributed.fsdp import shard_model
 from rlve.models import load_causal_lm, with_lora
 from rlve.training.logprobs import TokenScorer
+from rlve.training.sequence_attention import use_sequence_sdpa
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ class PolicyModels:
 
 def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
     """Load the model on `config.device`; LoRA, gradient checkpointing and FSDP2 sharding as
-    configured (sharded when `world` is).
+    configured (sharded when `world` is). With packed micro-batches an sdpa model attends with
+    SEQUENCE_SDPA (one sdpa call per packed sequence).
 
     Trained weights are float32 whatever `config.dtype` says: with full fine-tuning the whole
     model is, and a bf16 run computes under autocast (FSDP2's mixed precision when sharded);
@@ -40,6 +42,8 @@ def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
     stored = config.dtype if config.lora.enabled else "float32"
     base = load_causal_lm(config.model, dtype=stored, device=config.device)
     base.config.use_cache = False
+    if config.packing == "packed":
+        use_sequence_sdpa(base)
     if config.gradient_checkpointing:
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = base
@@ -54,6 +58,8 @@ def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
     reference_scorer = None
     if config.kl_beta > 0 and not config.lora.enabled:
         reference = load_causal_lm(config.model, config.dtype, config.device).eval()
+        if config.packing == "packed":
+            use_sequence_sdpa(reference)
         reference.requires_grad_(False)
         reference_scorer = TokenScorer(reference)
     if world.sharded:

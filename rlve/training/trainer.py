@@ -37,7 +37,7 @@ from rlve.training.checkpoint import (
 )
 from rlve.training.export import export_model, merged_named_weights
 from rlve.training.logprobs import TokenScorer
-from rlve.training.packed_attention import attends_varlen, check_packable
+from rlve.training.packed_attention import check_packable, separates_sequences
 from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
@@ -290,7 +290,7 @@ class Trainer:
             max_tokens=self.config.max_tokens_per_microbatch,
             pad_token_id=self.pad_token_id,
             packing=self.config.packing,
-            single_row=attends_varlen(self.causal_lm.config),  # flash: unpacks one row only
+            single_row=separates_sequences(self.causal_lm.config),  # one row, no padding
         )
         return batch_on(batch, self.device)
 

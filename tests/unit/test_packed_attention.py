@@ -10,7 +10,9 @@ from rlve.training.packed_attention import (
     block_causal_mask,
     check_packable,
     packed_decoder_inputs,
+    separates_sequences,
 )
+from rlve.training.sequence_attention import SEQUENCE_SDPA, sequence_bounds, sequence_sdpa
 
 
 def config(implementation, layer_types=("full_attention",), model_type="qwen2"):
@@ -69,3 +71,34 @@ def test_rows_of_one_sequence_each_need_only_the_causal_mask():
     for implementation in ("sdpa", "eager"):
         inputs = packed_decoder_inputs(config(implementation), positions, torch.float32)
         assert inputs["attention_mask"] is None and inputs["position_ids"] is positions
+
+
+def test_sequence_sdpa_finds_each_row_s_sequences_and_gets_a_placeholder_mask():
+    positions = torch.tensor([[0, 1, 2, 0, 1], [0, 0, 1, 2, 3]])
+    assert sequence_bounds(positions) == [[(0, 3), (3, 5)], [(0, 1), (1, 5)]]
+    inputs = packed_decoder_inputs(config(SEQUENCE_SDPA), positions, torch.float32)
+    # a 4D mask transformers takes as prepared (it builds no T x T mask); the sequences are
+    # found from the position ids
+    assert inputs["attention_mask"].shape == (2, 1, 1, 1) and inputs["position_ids"] is positions
+    assert separates_sequences(config(SEQUENCE_SDPA)) and not separates_sequences(config("sdpa"))
+
+
+def test_sequence_sdpa_equals_sdpa_with_the_block_mask():
+    # 2 rows of 9 tokens, 4 query heads sharing 2 key/value heads (grouped-query attention)
+    positions = torch.tensor([[0, 1, 2, 3, 0, 1, 0, 1, 2], [0, 1, 2, 3, 4, 5, 6, 0, 1]])
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(2, 4, 9, 8, generator=generator)
+    key, value = (
+        torch.randn(2, 2, 9, 8, generator=generator),
+        torch.randn(2, 2, 9, 8, generator=generator),
+    )
+    module = SimpleNamespace(num_key_value_groups=2, training=False, is_causal=True)
+    out, _ = sequence_sdpa(module, query, key, value, None, scaling=0.5, position_ids=positions)
+    mask = block_causal_mask(positions)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, key.repeat_interleave(2, 1), value.repeat_interleave(2, 1), attn_mask=mask, scale=0.5
+    ).transpose(1, 2)
+    # the same float32 sums over at most 7 keys in another order: a few units of 2^-24 of
+    # values of order 1
+    assert out.shape == (2, 9, 4, 8)
+    assert (out - expected).abs().max().item() < 1e-6

@@ -27,6 +27,8 @@ from rlve.algorithms.packing import TrainSequence, build_train_batch
 from rlve.config import LoraConfig
 from rlve.models import load_causal_lm, with_lora
 from rlve.training.logprobs import TokenScorer
+from rlve.training.packed_attention import separates_sequences
+from rlve.training.sequence_attention import SEQUENCE_SDPA
 
 LENGTHS = [160, 7, 60, 23, 2, 100, 33]
 U32 = 2.0**-24
@@ -58,10 +60,11 @@ def tiny(tiny_path, implementation="sdpa", dtype="float32"):
     return model
 
 
-def run(model, trained, sequences, packing, loss="cispo", autocast=False, single_row=False):
+def run(model, trained, sequences, packing, loss="cispo", autocast=False):
     """One accumulated step as the trainer takes it: {sequence: (logp, entropy) of its trained
     tokens}, the summed loss and the gradient of every parameter in `trained`."""
     scorer = TokenScorer(model, autocast_bf16=autocast)
+    single_row = separates_sequences(model.config)  # SEQUENCE_SDPA: one row per micro-batch
     batch = build_train_batch(sequences, max_tokens=2048, pad_token_id=0, packing=packing,
                               single_row=single_row)  # fmt: skip
     for parameter in trained.values():
@@ -107,7 +110,7 @@ def assert_parity(padded, packed, value_tol, grad_tol):
         assert (grad - grads_b[name]).abs().max().item() <= grad_tol * scale, name
 
 
-@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("implementation", ["sdpa", "eager", SEQUENCE_SDPA])
 @pytest.mark.parametrize("loss", ["cispo", "grpo"])
 def test_packed_rows_give_the_padded_logprobs_loss_and_gradients(tiny_path, implementation, loss):
     model = tiny(tiny_path, implementation)
@@ -146,10 +149,11 @@ def test_bf16_packing_moves_logprobs_no_more_than_bf16_does(tiny_path, case):
         assert (packed[index][0] - padded[index][0]).abs().max().item() <= bf16_noise, index
 
 
-@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("implementation", ["sdpa", "eager", SEQUENCE_SDPA])
 @pytest.mark.parametrize("autocast", [False, True])
 def test_a_sequence_never_sees_the_one_before_it_in_its_row(tiny_path, implementation, autocast):
-    # Two sequences, one row (packed rows are up to the longest sequence, 40 tokens: 25 + 15).
+    # Two sequences, one row (packed rows are up to the longest sequence, 40 tokens: 25 + 15;
+    # SEQUENCE_SDPA's one row holds all three).
     # New tokens for the first one leave every bit of the second one's log-probs unchanged:
     # its attention gives the first one's keys weight exactly 0.
     model = tiny(tiny_path, implementation)
@@ -169,7 +173,7 @@ def test_a_sequence_never_sees_the_one_before_it_in_its_row(tiny_path, implement
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.parametrize("implementation", ["sdpa", "flash_attention_2"])
+@pytest.mark.parametrize("implementation", ["sdpa", SEQUENCE_SDPA, "flash_attention_2"])
 def test_packed_rows_on_cuda_move_bf16_logprobs_no_more_than_bf16_does(tiny_path, implementation):
     # flash attention packs one row per micro-batch and finds the sequences by their position ids
     if implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
@@ -177,9 +181,8 @@ def test_packed_rows_on_cuda_move_bf16_logprobs_no_more_than_bf16_does(tiny_path
     sequences = make_sequences()
     exact, _, _ = run(tiny(tiny_path).cuda(), {}, sequences, "padded")
     model = tiny(tiny_path, implementation, dtype="bfloat16").cuda()
-    flash = implementation.startswith("flash")
     padded, _, _ = run(model, {}, sequences, "padded")
-    packed, _, _ = run(model, {}, sequences, "packed", single_row=flash)
+    packed, _, _ = run(model, {}, sequences, "packed")
     bf16_noise = max((padded[i][0] - exact[i][0]).abs().max().item() for i in exact)
     for index in exact:
         assert (packed[index][0] - padded[index][0]).abs().max().item() <= bf16_noise, index
