@@ -21,8 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rlve.algorithms import LossStats, kl_penalty, lr_multiplier, policy_loss, token_mean
-from rlve.algorithms.packed_rows import sequence_ids
+from rlve.algorithms import LossStats, lr_multiplier, token_mean
 from rlve.algorithms.packing import TrainSequence, sequences_from_groups, split_evenly
 from rlve.config import TrainerConfig
 from rlve.distributed import World
@@ -37,6 +36,7 @@ from rlve.training.checkpoint import (
 )
 from rlve.training.export import export_model, merged_named_weights
 from rlve.training.logprobs import TokenScorer
+from rlve.training.micro_loss import micro_batch_loss
 from rlve.training.packed_attention import check_packable, separates_sequences
 from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
@@ -184,21 +184,8 @@ class Trainer:
         for micro in batch.micro_batches:
             mask = micro.loss_mask
             logp, entropy = self._logprobs(self.scorer, micro)
-            old = micro.old_logprobs if micro.old_logprobs is not None else logp.detach()
-            packed = micro.position_ids is not None  # rows hold several sequences
-            loss, micro_stats = policy_loss(
-                config.loss, logp, old, micro.advantages, mask,
-                eps_low=config.eps_low, eps_high=config.eps_high, is_cap=config.is_cap,
-                sampler_logp=micro.sampler_logprobs, tis_cap=config.tis_cap,
-                tis_mode=config.tis_mode, num_tokens=num_tokens,
-                sequence_ids=sequence_ids(micro.position_ids) if packed else None,
-            )  # fmt: skip
-            if config.loss == "grpo":  # a per-sequence mean: weight by this share of sequences
-                loss = loss * (len(micro.sequence_index) / batch.num_sequences)
-            if config.kl_beta > 0:
-                k3 = kl_penalty(logp, micro.ref_logprobs, mask)
-                loss = loss + config.kl_beta * token_mean(k3, mask, num_tokens)
-                kl_sum += float(k3.detach()[mask].sum())
+            loss, micro_stats, micro_kl = micro_batch_loss(config, logp, micro, batch)
+            kl_sum += micro_kl
             if not self._backward(loss):
                 finite = False
                 if not self.world.sharded:  # sharded, every rank runs every backward
