@@ -1,5 +1,8 @@
 """Padded vs packed micro-batches: the time of one RL train step (forward, backward, AdamW) and
 the share of forward positions spent on padding, on a batch shaped like multi-turn games.
+Packed rows run two ways on an sdpa model: with a block-diagonal mask (rows no longer than the
+longest sequence) and with one sdpa call per sequence (SEQUENCE_SDPA, the trainer's default:
+one unpadded row per micro-batch).
 
 Each sequence is a 60-token prompt, then turns of a 20-token completion (trained) and a
 30-token environment reply, cut at a length drawn uniformly from [--min-len, --max-len];
@@ -22,7 +25,7 @@ import time
 from rlve.algorithms.packed_rows import padded_fraction
 from rlve.algorithms.packing import build_train_batch, sequences_from_groups
 from rlve.config import TrainerConfig
-from rlve.training.packed_attention import attends_varlen
+from rlve.training.packed_attention import separates_sequences
 from rlve.training.trainer import Trainer
 from rlve.types import RolloutGroup, Trajectory
 
@@ -52,13 +55,20 @@ def synthetic_groups(lengths: list[int], vocab: int, seed: int) -> list[RolloutG
     return groups
 
 
-def measure(args: argparse.Namespace, packing: str, lengths: list[int]) -> dict[str, float]:
+VARIANTS = {"padded": ("padded", None), "mask": ("packed", "sdpa"), "per-seq": ("packed", None)}
+"""name -> (trainer.packing, attention implementation forced after loading; None: the trainer's)"""
+
+
+def measure(args: argparse.Namespace, variant: str, lengths: list[int]) -> dict[str, float]:
+    packing, attention = VARIANTS[variant]
     config = TrainerConfig(model=args.model, packing=packing, lr=1e-6, cpu_threads=args.threads,
                            max_tokens_per_microbatch=args.max_tokens)  # fmt: skip
     trainer = Trainer(config)
+    if attention is not None:
+        trainer.causal_lm.set_attn_implementation(attention)
     groups = synthetic_groups(lengths, trainer.causal_lm.config.vocab_size, args.seed)
     sequences = sequences_from_groups(groups, std_normalize=False).sequences
-    single_row = attends_varlen(trainer.causal_lm.config)  # as the trainer packs
+    single_row = separates_sequences(trainer.causal_lm.config)  # as the trainer packs
     batch = build_train_batch(sequences, max_tokens=args.max_tokens, pad_token_id=0,
                               packing=packing, single_row=single_row)  # fmt: skip
     trainer.train_step(groups)  # warm-up
@@ -96,18 +106,20 @@ def main() -> None:
     print(f"model {args.model}: {len(lengths)} sequences, {sum(lengths):,} tokens (lengths "
           f"{min(lengths)}-{max(lengths)}), budget {args.max_tokens}, {args.threads} thread(s), "
           f"median of {args.steps} timed step(s)")  # fmt: skip
-    print(f"{'packing':8} {'micro-batches':>13} {'positions':>10} {'padded_frac':>11} "
+    print(f"{'layout':8} {'micro-batches':>13} {'positions':>10} {'padded_frac':>11} "
           f"{'s/step':>8} {'tokens/s':>9}")  # fmt: skip
     results = {}
-    for packing in ("padded", "packed"):
-        result = results[packing] = measure(args, packing, lengths)
+    for variant in VARIANTS:
+        result = results[variant] = measure(args, variant, lengths)
         assert abs(result["padded_frac"] - result["logged_padded_frac"]) < 1e-12
-        print(f"{packing:8} {result['micro_batches']:13d} {result['positions']:10,d} "
+        print(f"{variant:8} {result['micro_batches']:13d} {result['positions']:10,d} "
               f"{result['padded_frac']:11.3f} {result['seconds']:8.2f} "
               f"{sum(lengths) / result['seconds']:9,.0f}")  # fmt: skip
-    padded, packed = results["padded"], results["packed"]
-    print(f"packed / padded: time {packed['seconds'] / padded['seconds']:.2f}x, forward positions "
-          f"{packed['positions'] / padded['positions']:.2f}x")  # fmt: skip
+    padded = results["padded"]
+    for variant in ("mask", "per-seq"):
+        packed = results[variant]
+        print(f"{variant} / padded: time {packed['seconds'] / padded['seconds']:.2f}x, forward "
+              f"positions {packed['positions'] / padded['positions']:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

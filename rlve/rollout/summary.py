@@ -37,6 +37,7 @@ def summarize(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     seats = [seat for t in clean for seat in t.seats]
     if seats:  # self-play: the other players' side, under seat/ (seat/reward/mean...)
         summary.update({f"seat/{name}": v for name, v in _clean_summary(seats).items()})
+        summary["seat/per_episode"] = len(seats) / len(clean)  # seats that played, per episode
     errors: dict[str, int] = defaultdict(int)
     stops: dict[str, int] = defaultdict(int)
     for t in rollouts:
