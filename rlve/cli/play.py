@@ -25,16 +25,15 @@ from rlve.envs.tictactoe.game import (
     X_MARK,
     Board,
     InvalidMove,
+    answered_cell,
     free_cells,
     is_over,
-    parse_move,
     place,
     render_board,
     think_text,
     winner,
 )
 from rlve.envs.tictactoe.prompts import (
-    NO_MOVE_REASON,
     SYSTEM_PROMPTS,
     final_message,
     invalid_move_message,
@@ -136,12 +135,8 @@ class ModelPlayer:
             thought = think_text(text)
             if self.settings.show_thinking and thought is not None:
                 self.print(f"X thinks: {terminal_safe(thought)}")
-            cell = parse_move(text)
             try:
-                if cell is None:
-                    raise InvalidMove(NO_MOVE_REASON)
-                place(board, cell, X_MARK)
-                return cell
+                return answered_cell(text, board)
             except InvalidMove as invalid:
                 record.invalid_answers += 1
                 self.print(f"X's answer was invalid ({invalid.reason}). It wrote: {text[:200]!r}")

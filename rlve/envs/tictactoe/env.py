@@ -29,16 +29,15 @@ from rlve.envs.tictactoe.game import (
     X_MARK,
     Board,
     InvalidMove,
+    answered_cell,
     format_ok,
     free_cells,
     opponent_move,
     opponent_rng,
-    parse_move,
     place,
     winner,
 )
 from rlve.envs.tictactoe.prompts import (
-    NO_MOVE_REASON,
     SYSTEM_PROMPTS,
     final_message,
     invalid_move_message,
@@ -169,10 +168,8 @@ class TicTacToeEnv(MultiTurnEnv):
         board: Board = state["board"]
         text = str(messages[-1].get("content") or "")
         state["formatted_turns"] += format_ok(text)
-        cell = parse_move(text)
         try:
-            if cell is None:
-                raise InvalidMove(NO_MOVE_REASON)
+            cell = answered_cell(text, board)
             board = place(board, cell, X_MARK)
         except InvalidMove as invalid:
             self._count_invalid(state)

@@ -222,6 +222,20 @@ def parse_move(text: str) -> int | None:
         return None
 
 
+NO_MOVE_REASON = "no move found; write your move as <move>N</move> with N a free cell"
+"""The reason given when an answer has no parsable move tag."""
+
+
+def answered_cell(text: str, board: Board) -> int:
+    """The cell an answer's move tag names, when X may take it on `board`; InvalidMove (with the
+    reason shown to the model) when the answer names none or a cell X may not take."""
+    cell = parse_move(text)
+    if cell is None:
+        raise InvalidMove(NO_MOVE_REASON)
+    place(board, cell, X_MARK)
+    return cell
+
+
 def think_text(text: str) -> str | None:
     """The first `<think>...</think>` block's text, stripped; None without one (linear time)."""
     body = next(tagged_bodies(text, "<think>", "</think>"), None)

@@ -36,9 +36,6 @@ carries the system prompt through every forward pass of training."""
 
 SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "short": SHORT_SYSTEM_PROMPT}
 
-NO_MOVE_REASON = "no move found; write your move as <move>N</move> with N a free cell"
-"""The reason given when an answer has no parsable move tag."""
-
 FINAL_MESSAGES: dict[str, str] = {"win": "You win!", "loss": "You lose.", "draw": "It's a draw."}
 
 

@@ -19,14 +19,12 @@ from rlve.envs.tictactoe.game import (
     X_MARK,
     Board,
     InvalidMove,
+    answered_cell,
     board_key,
     format_ok,
     free_cells,
-    parse_move,
-    place,
 )
 from rlve.envs.tictactoe.prompts import (
-    NO_MOVE_REASON,
     invalid_move_message,
     opponent_played_status,
     turn_message,
@@ -82,12 +80,8 @@ async def seat_move(state: State, board: Board, x_cell: int | None, count_invali
         if text is None:
             break
         seat.state["formatted_turns"] += format_ok(text)
-        cell = parse_move(text)
         try:
-            if cell is None:
-                raise InvalidMove(NO_MOVE_REASON)
-            place(view, cell, X_MARK)
-            return cell
+            return answered_cell(text, view)
         except InvalidMove as invalid:
             count_invalid(seat.state)
             seat.tell([{"role": "user", "content": invalid_move_message(invalid.reason, view)}])
