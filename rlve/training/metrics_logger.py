@@ -72,8 +72,11 @@ class MetricsLogger:
     def _progress_line(self, step: int, m: dict[str, float]) -> str:
         if self._first_step is None:
             self._first_step, self._first_time = step, time.time()
-        done = step - self._first_step + 1
-        per_step = (time.time() - self._first_time) / done if done > 1 else m.get("perf/step_s", 0)
+        since_first = step - self._first_step  # steps finished after the first line's
+        if since_first:
+            per_step = (time.time() - self._first_time) / since_first
+        else:
+            per_step = m.get("perf/step_s", 0)
         eta = max(self.max_steps - step, 0) * per_step
         parts = [f"step {step}/{self.max_steps}", f"reward {m.get('reward/mean', 0):.3f}"]
         if "game/win" in m:
