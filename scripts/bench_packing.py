@@ -62,7 +62,7 @@ VARIANTS = {"padded": ("padded", None), "mask": ("packed", "sdpa"), "per-seq": (
 def measure(args: argparse.Namespace, variant: str, lengths: list[int]) -> dict[str, float]:
     packing, attention = VARIANTS[variant]
     config = TrainerConfig(model=args.model, packing=packing, lr=1e-6, cpu_threads=args.threads,
-                           max_tokens_per_microbatch=args.max_tokens)  # fmt: skip
+                           max_tokens_per_microbatch=args.max_tokens, dtype=args.dtype)  # fmt: skip
     trainer = Trainer(config)
     if attention is not None:
         trainer.causal_lm.set_attn_implementation(attention)
@@ -96,6 +96,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=8192, help="max_tokens_per_microbatch")
     parser.add_argument("--steps", type=int, default=3, help="timed steps (median reported)")
     parser.add_argument("--threads", type=int, default=1, help="trainer.cpu_threads")
+    parser.add_argument("--dtype", default="float32", help="trainer.dtype (bfloat16: autocast)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -104,7 +105,8 @@ def main() -> None:
     if args.outlier:
         lengths[-1] = args.outlier
     print(f"model {args.model}: {len(lengths)} sequences, {sum(lengths):,} tokens (lengths "
-          f"{min(lengths)}-{max(lengths)}), budget {args.max_tokens}, {args.threads} thread(s), "
+          f"{min(lengths)}-{max(lengths)}), {args.dtype}, budget {args.max_tokens}, "
+          f"{args.threads} thread(s), "
           f"median of {args.steps} timed step(s)")  # fmt: skip
     print(f"{'layout':8} {'micro-batches':>13} {'positions':>10} {'padded_frac':>11} "
           f"{'s/step':>8} {'tokens/s':>9}")  # fmt: skip
