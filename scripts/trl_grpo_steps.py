@@ -3,7 +3,8 @@ scripts/bench_vs_trl.py inside its own TRL environment (only trl, transformers, 
 
     python trl_grpo_steps.py WORK.json OUT.json
 
-WORK.json: {"model", "prompts" (chat message lists), "group_size", "max_tokens", "steps", "lr"}.
+WORK.json: {"model", "prompts" (chat message lists), "group_size", "max_tokens", "steps", "lr",
+"bf16" (optional, default false)}.
 OUT.json: {"step_s": [...], "mean_length": [...] (completion tokens), "trl": version}.
 """
 
@@ -60,7 +61,7 @@ def main() -> None:
             lr_scheduler_type="constant",  # as rlve's default
             gradient_checkpointing=False,  # TRL's GRPO default is True; rlve's is False
             use_cpu=True,
-            bf16=False,
+            bf16=bool(work.get("bf16", False)),
             report_to=[],
             save_strategy="no",
             logging_steps=1,
