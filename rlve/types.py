@@ -135,9 +135,15 @@ class RolloutGroup:
     @property
     def has_signal(self) -> bool:
         """False when the clean rollouts all got the same task reward, or fewer than two are
-        clean: no group-relative learning signal (shaping alone does not count, as in DAPO)."""
-        rewards = self.rewards
-        return len(rewards) > 1 and any(r != rewards[0] for r in rewards)
+        clean, and so did each self-play seat of them: no group-relative learning signal
+        (shaping alone does not count, as in DAPO)."""
+        clean = self.clean
+        compared = [self.rewards]  # each list is compared within itself (rlve.algorithms.packing)
+        for seat in range(max((len(t.seats) for t in clean), default=0)):
+            compared.append([t.seats[seat].reward for t in clean if len(t.seats) > seat])
+        return any(
+            len(rewards) > 1 and any(r != rewards[0] for r in rewards) for rewards in compared
+        )
 
 
 @dataclass

@@ -5,6 +5,7 @@ of the group's other games."""
 import pytest
 
 import rlve
+from rlve.algorithms.dynamic_sampling import filter_groups
 from rlve.algorithms.packing import sequences_from_groups
 from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.game import parse_board, parse_move
@@ -137,6 +138,14 @@ def test_seats_are_trained_against_the_same_seat_of_the_group_s_other_games():
     # per-turn credit works per seat too: one turn each, gamma 1 gives the same numbers
     per_turn = sequences_from_groups([group], std_normalize=False, turn_gamma=1.0).sequences
     assert [s.advantages()[1] for s in per_turn] == [0.5, -0.5, -0.5, 0.5]
+
+
+def test_a_group_whose_seats_disagree_has_a_learning_signal_for_dynamic_sampling():
+    # X drew both games (no signal for X); O's seats scored 0.7 and 0.6 (an invalid move)
+    seats_differ = RolloutGroup(0, "tictactoe", [game(0.7, 0.7), game(0.7, 0.6)])
+    all_equal = RolloutGroup(1, "tictactoe", [game(0.7, 0.7), game(0.7, 0.7)])
+    assert seats_differ.has_signal and not all_equal.has_signal
+    assert filter_groups([seats_differ, all_equal]).kept == [seats_differ]
 
 
 def test_seats_survive_the_group_journal(tiny_tokenizer):
