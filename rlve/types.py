@@ -138,12 +138,19 @@ class RolloutGroup:
         clean, and so did each self-play seat of them: no group-relative learning signal
         (shaping alone does not count, as in DAPO)."""
         clean = self.clean
-        compared = [self.rewards]  # each list is compared within itself (rlve.algorithms.packing)
-        for seat in range(max((len(t.seats) for t in clean), default=0)):
-            compared.append([t.seats[seat].reward for t in clean if len(t.seats) > seat])
+        compared = [clean, *seat_rosters(clean)]  # each compared within itself
         return any(
-            len(rewards) > 1 and any(r != rewards[0] for r in rewards) for rewards in compared
+            len(rollouts) > 1 and any(t.reward != rollouts[0].reward for t in rollouts)
+            for rollouts in compared
         )
+
+
+def seat_rosters(rollouts: list[Trajectory]) -> list[list[Trajectory]]:
+    """The self-play seats of `rollouts` by position: list k holds the k-th seat of each rollout
+    that has one, in the rollouts' order. Each list is compared within itself, as a group's
+    rollouts are (advantages, dynamic sampling)."""
+    positions = max((len(t.seats) for t in rollouts), default=0)
+    return [[t.seats[k] for t in rollouts if len(t.seats) > k] for k in range(positions)]
 
 
 @dataclass

@@ -21,7 +21,14 @@ from torch import Tensor
 from rlve.algorithms import group_advantages
 from rlve.algorithms.packed_rows import pack_into_rows
 from rlve.algorithms.turn_credit import token_advantages, turn_advantages, turn_returns
-from rlve.types import MicroBatch, RolloutGroup, SideSequence, TrainBatch, Trajectory
+from rlve.types import (
+    MicroBatch,
+    RolloutGroup,
+    SideSequence,
+    TrainBatch,
+    Trajectory,
+    seat_rosters,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -156,10 +163,8 @@ def sequences_from_groups(
             )
             skipped += 1
             continue
-        sequences += _roster_sequences(clean, std_normalize, turn_gamma)
-        for seat in range(max(len(t.seats) for t in clean)):
-            seated = [t.seats[seat] for t in clean if len(t.seats) > seat]
-            sequences += _roster_sequences(seated, std_normalize, turn_gamma)
+        for rollouts in [clean, *seat_rosters(clean)]:
+            sequences += _roster_sequences(rollouts, std_normalize, turn_gamma)
     return GroupSequences(sequences=sequences, skipped_groups=skipped, faulty_rollouts=faulty)
 
 

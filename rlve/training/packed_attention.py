@@ -89,7 +89,7 @@ def packed_decoder_inputs(config: object, position_ids: Tensor, dtype: torch.dty
     if _implementation(config) == SEQUENCE_SDPA:
         return {"attention_mask": prepared_mask(position_ids), "position_ids": position_ids}
     mask = block_causal_mask(position_ids)
-    if getattr(config, "_attn_implementation", None) == "eager":
+    if _implementation(config) == "eager":
         blocked = torch.full(mask.shape, torch.finfo(dtype).min, dtype=dtype, device=mask.device)
         mask = torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), blocked)
     return {"attention_mask": mask, "position_ids": position_ids}
