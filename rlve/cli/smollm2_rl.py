@@ -47,7 +47,7 @@ def sft_model(out: Path) -> Path:
     env = load_environment(ENV, num_examples=1)
     tokenizer = load_tokenizer(BASE_MODEL)
     data = reference_answer_data(env, tokenizer, list(EVAL_PROBLEMS), SFT_PER_DIFFICULTY, seed=1)
-    config = TrainerConfig(model=BASE_MODEL, lr=SFT_LR, max_steps=SFT_STEPS)
+    config = TrainerConfig(model=BASE_MODEL, dtype="float32", lr=SFT_LR, max_steps=SFT_STEPS)
     path, losses = sft_warmup(data, config, path, batch_size=SFT_BATCH)
     print(f"SFT on {len(data)} solved problems: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     return path
@@ -74,15 +74,19 @@ EXPERIMENT_SETTINGS = {"sft": [SFT_PER_DIFFICULTY, SFT_STEPS, SFT_BATCH, SFT_LR]
                        "eval": EVAL_PROBLEMS, "eval_seed": EVAL_SEED}  # fmt: skip
 
 
-def experiment() -> Experiment:
-    """One arm, `+experiment=sorting_smollm2`, from the shared SFT model."""
+def experiment(dtypes: list[str] | None = None) -> Experiment:
+    """`+experiment=sorting_smollm2` from the shared SFT model: one arm "cispo" at the config's
+    precision, or with `dtypes` one arm per dtype of trainer and vLLM ("cispo-bfloat16", ...)."""
 
     def score(engine, config, seed: int) -> dict[str, float]:
         return held_out_scores(engine, config.trainer.temperature, config.rollout.max_tokens, seed)
 
+    base = ("+experiment=sorting_smollm2", "logging.wandb_mode=disabled")
+    arms = [Arm("cispo", base)] if not dtypes else [
+        Arm(f"cispo-{d}", (*base, f"trainer.dtype={d}", f"inference.dtype={d}")) for d in dtypes]
     return Experiment(
         name="sorting_smollm2",
-        arms=[Arm("cispo", ("+experiment=sorting_smollm2", "logging.wandb_mode=disabled"))],
+        arms=arms,
         start=lambda out, seed: sft_model(out),
         score=score,
         curves=["reward/mean", "reward/accuracy", "reward/format_score"],
@@ -96,8 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="runs/smollm2")
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16"],
+                        help="one arm per precision of trainer and vLLM (default: the config's)")
     args = parser.parse_args(argv)
-    results = run_experiment(experiment(), Path(args.out), args.seeds)
+    results = run_experiment(experiment(args.dtypes), Path(args.out), args.seeds)
     sizes = ", ".join(f"{n} at d={d}" for d, n in EVAL_PROBLEMS.items())
     print(f"\n{BASE_MODEL} on {ENV}, {len(args.seeds)} seeds, held-out problems: {sizes}\n")
     print(scores_table(results))
