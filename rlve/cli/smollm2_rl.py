@@ -82,8 +82,13 @@ def experiment(dtypes: list[str] | None = None) -> Experiment:
         return held_out_scores(engine, config.trainer.temperature, config.rollout.max_tokens, seed)
 
     base = ("+experiment=sorting_smollm2", "logging.wandb_mode=disabled")
-    arms = [Arm("cispo", base)] if not dtypes else [
-        Arm(f"cispo-{d}", (*base, f"trainer.dtype={d}", f"inference.dtype={d}")) for d in dtypes]
+    arms = (
+        [Arm("cispo", base)]
+        if not dtypes
+        else [
+            Arm(f"cispo-{d}", (*base, f"trainer.dtype={d}", f"inference.dtype={d}")) for d in dtypes
+        ]
+    )
     return Experiment(
         name="sorting_smollm2",
         arms=arms,
@@ -100,8 +105,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="runs/smollm2")
-    parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16"],
-                        help="one arm per precision of trainer and vLLM (default: the config's)")
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=["float32", "bfloat16"],
+        help="one arm per precision of trainer and vLLM (default: the config's)",
+    )
     args = parser.parse_args(argv)
     results = run_experiment(experiment(args.dtypes), Path(args.out), args.seeds)
     sizes = ", ".join(f"{n} at d={d}" for d, n in EVAL_PROBLEMS.items())
