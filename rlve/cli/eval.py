@@ -109,7 +109,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                        help="scripted policy 'module:function', e.g. "
                             "rlve.envs.tictactoe:minimax_policy")  # fmt: skip
     group.add_argument("--max-model-len", type=int, default=2048, help="vllm: longest sequence")
-    group.add_argument("--dtype", default="float32", help="vllm: float32 (CPU) or bfloat16 (GPU)")
+    group.add_argument(
+        "--dtype", default="auto", help="vllm: float32, bfloat16, or auto (bfloat16 where native)"
+    )
 
 
 def engine_kind(args: argparse.Namespace) -> str:

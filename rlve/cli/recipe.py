@@ -40,8 +40,9 @@ class RecipeSize:
 
     model: str = "smollm2-135m"
     """the student: a built-in name, a directory or a hub id"""
-    dtype: str = "bfloat16"
-    """compute dtype of the trainer (float32 weights either way) and of vLLM"""
+    dtype: str = "auto"
+    """compute dtype of the trainer (float32 weights either way) and of vLLM; auto = bfloat16
+    where the CPU or GPU has it natively (every result in docs/results.md ran in bfloat16)"""
     rules: str = "short"
     """the tic-tac-toe system prompt: 'short' has the same rules in half the tokens"""
     teacher_noise: float = 0.5

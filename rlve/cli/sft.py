@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rlve.config import LoraConfig, TrainerConfig
 from rlve.config.run import WANDB_MODES
+from rlve.config.trainer import DTYPES
 from rlve.envs import load_environment
 from rlve.models import load_tokenizer
 from rlve.training.sft import (
@@ -77,7 +78,12 @@ def warmup_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--lora-rank", type=int, default=0, help="0: full fine-tuning")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="auto",
+        help="trainer.dtype: auto = bfloat16 where the device has it natively",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wandb-mode", choices=WANDB_MODES, default="offline",
                         help="the warm-up's W&B run (under --out/wandb when offline)")  # fmt: skip

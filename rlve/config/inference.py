@@ -13,8 +13,10 @@ WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
 class InferenceConfig:
     """How the vLLM engine is started (`inference.*`)."""
 
-    dtype: str = "float32"
-    """weights and activations: float32 on CPU (exact log-prob parity), bfloat16 on GPU"""
+    dtype: str = "auto"
+    """weights and activations: "float32", "bfloat16", or "auto" as `trainer.dtype` (bfloat16
+    where native). float32 on both sides gives the trainer vLLM's log-probs to 1e-4; bfloat16
+    samples twice as fast on the CPU, its log-probs a few hundredths off (docs/benchmarks.md)"""
     max_model_len: int = 2048
     """longest sequence (prompt + completion) the engine accepts"""
     gpu_memory_utilization: float = 0.2

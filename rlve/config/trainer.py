@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from rlve.config.checks import require, require_choice
 
-DTYPES = ("float32", "bfloat16")
+DTYPES = ("auto", "float32", "bfloat16")
 OLD_LOGPROBS = ("sampler", "recompute")
 CREDITS = ("episode", "turn")
 """whose advantage a token gets: its episode's, or its turn's (TrainerConfig.credit)"""
@@ -46,8 +46,11 @@ class TrainerConfig:
 
     model: str = "tiny"
     """model to train: "tiny" (built-in, no download), a local directory or a hub id"""
-    dtype: str = "float32"
-    """dtype the model computes in: "float32" or "bfloat16". Trained weights and their optimizer
+    dtype: str = "auto"
+    """dtype the model computes in: "float32", "bfloat16", or "auto": bfloat16 where the device
+    computes it natively (a CUDA GPU from Ampere on, a CPU with AVX512-BF16 or AMX), float32
+    elsewhere (rlve/models/precision.py; RLVE_AUTO_DTYPE=float32 makes every "auto" float32).
+    Trained weights and their optimizer
     state stay float32 either way (AdamW steps below half a bf16 step would round away): full
     fine-tuning in bf16 keeps float32 weights and computes under bf16 autocast (under torchrun:
     FSDP2 gathers them in bf16 and reduces gradients in fp32); LoRA keeps the frozen base in bf16

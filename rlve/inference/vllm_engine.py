@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from rlve.inference.engine import (
     PromptTokenCounts,
 )
 from rlve.inference.vllm_logs import children_print_to_log
+from rlve.models.precision import AUTO, auto_dtype, cpu_has_native_bf16
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
 from rlve.sync.push import connect_broadcaster, gather, push_weights, wait_for
@@ -64,7 +66,7 @@ class VLLMEngine:
     ):
         self.model_path = model_path
         self.tokenizer = tokenizer
-        self.settings = settings
+        self.settings = replace(settings, dtype=engine_dtype(settings.dtype))
         self.weight_version = 0
         self.max_seq_len = settings.max_model_len
         self._files: SharedMemoryTransport | None = None
@@ -283,6 +285,19 @@ class VLLMEngine:
                 "says why: often out of memory, or killed); the run stops here, and resume=true "
                 "continues from the last checkpoint"
             ) from exc
+
+
+def engine_dtype(dtype: str) -> str:
+    """`inference.dtype` as vLLM gets it: "auto" resolved for the platform vLLM runs on (vLLM's
+    own "auto" would take the checkpoint's dtype instead). A GPU's compute capability is read
+    through vLLM's platform (NVML), without starting CUDA in this process."""
+    if dtype != AUTO:
+        return dtype
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        return auto_dtype(cpu_has_native_bf16)
+    return auto_dtype(lambda: current_platform.has_device_capability(80))
 
 
 def replica_gpus(

@@ -15,7 +15,7 @@ import math
 import random
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from rlve.config import TrainerConfig
 from rlve.distributed import World
 from rlve.distributed.fsdp import full
 from rlve.models import load_tokenizer
+from rlve.models.precision import resolve_dtype
 from rlve.reliability.kill_points import kill_point
 from rlve.training.checkpoint import (
     capture_rng_state,
@@ -66,6 +67,7 @@ class Trainer:
 
     def __init__(self, config: TrainerConfig, world: World = World()) -> None:
         config.validate()
+        config = replace(config, dtype=resolve_dtype(config.dtype, config.device))
         self.config = config
         self.world = world
         random.seed(config.seed)

@@ -34,7 +34,7 @@ def test_the_serve_command_adds_rlve_options_and_cpu_defaults():
     command = serve_command(["/m", "--port", "9000"], on_cpu=True)
     assert command[3:6] == ["--model", "/m", "--port"]
     assert "rlve.inference.vllm_worker.WeightSyncExtension" in command
-    assert command[command.index("--dtype") + 1] == "float32"
+    assert command[command.index("--dtype") + 1] == "float32"  # RLVE_AUTO_DTYPE (conftest)
     assert "--no-enable-chunked-prefill" in command
     assert command[command.index("--host") + 1] == "127.0.0.1"  # unless a host is given
     assert command[command.index("--middleware") + 1] == "rlve.inference.serve_guard.ServeGuard"
