@@ -49,8 +49,8 @@ def sft_model(out: Path) -> Path:
         return path
     env = load_environment(ENV, num_examples=1)
     data = reference_answer_data(env, load_tokenizer("tiny"), SFT_DIFFICULTIES, SFT_PER_DIFFICULTY)
-    config = TrainerConfig(model="tiny", lr=3e-3, max_steps=SFT_STEPS, lr_schedule="cosine",
-                           warmup_steps=SFT_STEPS // 10)  # fmt: skip
+    config = TrainerConfig(model="tiny", dtype="float32", lr=3e-3, max_steps=SFT_STEPS,
+                           lr_schedule="cosine", warmup_steps=SFT_STEPS // 10)  # fmt: skip
     path, losses = sft_warmup(data, config, path, batch_size=32)
     print(f"SFT on {len(data)} solved problems (difficulties {SFT_DIFFICULTIES}): "
           f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; model: {path}")  # fmt: skip
