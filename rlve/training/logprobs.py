@@ -158,3 +158,14 @@ class TokenScorer(nn.Module):
                 self.causal_lm, input_ids, attention_mask, loss_mask,
                 temperature=temperature, chunk_tokens=chunk_tokens, position_ids=position_ids,
             )  # fmt: skip
+
+
+def one_sequence_logprobs(scorer: TokenScorer, token_ids: list[int]) -> Tensor:
+    """The log-prob of each token of one sequence after its first, as `scorer` computes it in
+    training (its precision, temperature 1): what vLLM's `prompt_logprobs` serves, to compare."""
+    ids = torch.tensor([token_ids], device=next(scorer.causal_lm.parameters()).device)
+    trained = torch.ones_like(ids, dtype=torch.bool)
+    trained[0, 0] = False
+    with torch.no_grad():
+        logp, _ = scorer(ids, torch.ones_like(ids), trained, temperature=1.0, chunk_tokens=1024)
+    return logp[0, 1:].cpu()

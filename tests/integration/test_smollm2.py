@@ -18,6 +18,7 @@ from rlve.inference.scripted import ScriptedEngine
 from rlve.inference.vllm_engine import VLLMEngine
 from rlve.models import load_causal_lm, load_tokenizer, resolve_model_path
 from rlve.rollout.chat_tokens import ChatTokens, with_tools_in_system
+from rlve.training.logprobs import one_sequence_logprobs
 from rlve.training.trainer import Trainer
 
 pytestmark = pytest.mark.slow
@@ -116,17 +117,6 @@ BF16_ROUNDING = 2.0**-8
 """bf16's unit roundoff: 8 significant bits, so a rounded number is off by at most 2^-8 of itself"""
 
 
-def scored_logprobs(trainer: Trainer, ids: list[int]) -> np.ndarray:
-    """The trainer's own log-prob of each token after the first (its scorer: bf16 autocast when
-    the trainer computes in bf16), temperature 1."""
-    x = torch.tensor([ids])
-    mask = torch.ones_like(x, dtype=torch.bool)
-    mask[0, 0] = False
-    with torch.no_grad():
-        logp, _ = trainer.scorer(x, torch.ones_like(x), mask, temperature=1.0, chunk_tokens=1024)
-    return logp[0, 1:].double().numpy()
-
-
 @pytest.mark.vllm
 def test_in_bf16_vllm_and_the_trainer_agree_to_bf16_rounding_and_vllm_follows_a_push(tokenizer):
     """Sampler and trainer both in bf16 (the default where the CPU has it), on a whole game of
@@ -144,7 +134,8 @@ def test_in_bf16_vllm_and_the_trainer_agree_to_bf16_rounding_and_vllm_follows_a_
     with torch.no_grad():
         logits = trainer.causal_lm(torch.tensor([ids])).logits[0, :-1]
     scale = float((2 * BF16_ROUNDING * logits.abs().max(-1).values).mean())
-    old = scored_logprobs(trainer, ids)
+    trained = lambda: one_sequence_logprobs(trainer.scorer, ids).double().numpy()  # noqa: E731
+    old = trained()
     settings = InferenceConfig(dtype="bfloat16", max_model_len=1024)
     with VLLMEngine(resolve_model_path("smollm2-135m"), tokenizer, settings) as engine:
         served = np.array(engine.prompt_logprobs(ids))
@@ -155,5 +146,5 @@ def test_in_bf16_vllm_and_the_trainer_agree_to_bf16_rounding_and_vllm_follows_a_
         with torch.no_grad():
             trainer.causal_lm.get_decoder().norm.weight.mul_(0.5)
         engine.push_weights(trainer.named_weights_for_inference(), version=1)
-        new, served = scored_logprobs(trainer, ids), np.array(engine.prompt_logprobs(ids))
+        new, served = trained(), np.array(engine.prompt_logprobs(ids))
     assert np.abs(served - new).mean() < scale < np.abs(served - old).mean()
