@@ -160,3 +160,28 @@ def test_an_unknown_opponent_is_refused_by_name():
         rlve.load_environment("tictactoe", opponent="selff")
     with pytest.raises(ValueError, match="scripted_fraction"):
         rlve.load_environment("tictactoe", opponent="self", scripted_fraction=1.5)
+
+
+def o_first_free_cell(messages):
+    """Minimax for X; the first free cell for O (told apart as in `o_always_invalid`)."""
+    board = parse_board(messages[-1]["content"])
+    if (9 - board.count(" ")) % 2:
+        return f"<think>first</think><move>{board.index(' ')}</move>"
+    return minimax_policy(messages)
+
+
+def test_the_o_seat_s_mistakes_are_its_own_and_cost_it_at_the_move():
+    env = self_play_env(mistake_penalty=0.25)
+    result = rlve.evaluate(env, ScriptedEngine(o_first_free_cell), 8)
+    games = [
+        g.trajectories[0] for g in result.groups if not g.trajectories[0].info["opponent_starts"]
+    ]
+    assert games
+    for t in games:
+        (seat,) = t.seats
+        assert t.metrics["game/mistakes"] == 0.0  # minimax never makes one
+        count = seat.metrics["game/mistakes"]
+        # after X's optimal opening O still draws with best play: O loses only by a mistake
+        assert count >= (seat_result(_x_result(t)) == "loss")
+        assert seat.turn_rewards.count(-0.25) == count
+    assert any(seat_result(_x_result(t)) == "loss" for t in games)

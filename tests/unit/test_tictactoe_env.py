@@ -196,3 +196,26 @@ def test_the_per_move_invalid_penalty_counts_every_invalid_move():
     assert invalid_moves_penalty({"invalid_moves": 0}) == 0.0
     with pytest.raises(ValueError, match="invalid_penalty must be one of"):
         rlve.load_environment("tictactoe", invalid_penalty="sometimes")
+
+
+def test_mistakes_are_counted_and_their_penalty_credited_to_the_move_that_made_them():
+    """The empty board is a draw with best play, and O's moves cannot worsen X's result: a game
+    X loses holds at least one mistake of X; minimax never makes one."""
+    env = tictactoe(0.0, num_examples=20, mistake_penalty=0.25)
+    games = rlve.evaluate(env, ScriptedEngine(first_free_cell), 20).groups
+    lost = [t for g in games for t in g.trajectories if t.metrics["game/loss"] == 1.0]
+    assert lost  # the first free cell loses to the optimal opponent
+    for t in (t for g in games for t in g.trajectories):
+        count = t.metrics["game/mistakes"]
+        assert count >= (t in lost)
+        assert t.metrics["reward/mistakes"] == -count
+        assert sorted(t.turn_rewards).count(-0.25) == count  # one move each, no other penalty
+        result = t.metrics["game/win"] + 0.5 * t.metrics["game/draw"]
+        assert t.reward == pytest.approx(result + 0.2 * 1.0 - 0.25 * count)  # formatted turns
+    optimal = rlve.evaluate(tictactoe(0.3, num_examples=50), ScriptedEngine(minimax_policy), 50)
+    assert optimal.summary["game/mistakes"] == 0.0
+
+
+def test_a_negative_mistake_penalty_is_refused():
+    with pytest.raises(ValueError, match=r"mistake_penalty must be a finite number >= 0, got -1"):
+        tictactoe(0.0, mistake_penalty=-1)

@@ -20,6 +20,7 @@ from rlve.envs.tictactoe.game import (
     board_from_string,
     format_ok,
     free_cells,
+    is_mistake,
     is_over,
     minimax_scores,
     noisy_best_move,
@@ -369,3 +370,17 @@ def test_noisy_minimax_policy_noise_levels():
     assert {parse_move(noisy(messages, random.Random(s))) for s in range(200)} == {2, 5, 6, 7, 8}
     with pytest.raises(ValueError, match="noise"):
         noisy_minimax_policy(-0.1)
+
+
+@pytest.mark.parametrize(
+    ("key", "mistakes", "good"),
+    [
+        ("X  OO   X", [1, 2, 6, 7], [5]),  # O threatens 5: every other cell misses the block
+        ("XX OO    ", [5, 6, 7, 8], [2]),  # 2 wins; 5 blocks but gives the win up (a draw)
+        ("O   X   O", [2, 6], [1, 3, 5, 7]),  # a corner lets O fork on the other (O 6: 3 and 7)
+        ("XO  X    ", [], [2, 3, 5, 6, 7, 8]),  # 8 wins now, the rest later: none is a mistake
+    ],
+)
+def test_a_mistake_gives_up_a_won_or_drawn_result(key, mistakes, good):
+    board = board_from_string(key)
+    assert [c for c in mistakes + good if is_mistake(board, c, "X")] == mistakes

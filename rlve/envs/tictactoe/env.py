@@ -7,10 +7,13 @@ equal replies within a rollout group; `random_move_prob` is stratified over the 
 batch spans [min_random_move_prob, max_random_move_prob]. Invalid answers are told why and the game
 goes on; the episode stops at `max_turns` model turns. Rubric: win 1 / draw 0.5 / else 0 (weight 1),
 format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1), or with
-`invalid_penalty="per_move"` -0.1 for each invalid move. Each penalty is also credited to the
-move that cost it (`reward_turn`), for training with per-turn credit. With `opponent="self"` the
-policy plays O as well, in a seat of its own (rlve.envs.tictactoe.self_play), except in a
-`scripted_fraction` share of the games; O's seat is scored by the same rubric from its own view.
+`invalid_penalty="per_move"` -0.1 for each invalid move, and with `mistake_penalty` p > 0, -p for
+each mistake: a move that gives up a result best play keeps (a missed win, a missed block, a
+fork let through; `game.is_mistake`), counted as `game/mistakes` whatever p is. Each penalty is
+also credited to the move that cost it (`reward_turn`), for training with per-turn credit.
+With `opponent="self"` the policy plays O as well, in a seat of its own
+(rlve.envs.tictactoe.self_play), except in a `scripted_fraction` share of the games; O's seat is
+scored by the same rubric from its own view.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from rlve.envs.tictactoe.game import (
     answered_cell,
     format_ok,
     free_cells,
+    is_mistake,
     opponent_move,
     opponent_rng,
     place,
@@ -119,6 +123,11 @@ def invalid_moves_penalty(state: State) -> float:
 INVALID_PENALTIES = {"flat": invalid_move_penalty, "per_move": invalid_moves_penalty}
 
 
+def mistakes(state: State) -> float:
+    """Minus the number of mistakes of the game (weighted by `mistake_penalty` in the rubric)."""
+    return -float(state.get("mistakes", 0))
+
+
 class TicTacToeEnv(MultiTurnEnv):
     """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
 
@@ -135,6 +144,9 @@ class TicTacToeEnv(MultiTurnEnv):
     scripted_fraction: float = 0.0
     """with opponent "self": the share of games still played against the scripted opponent"""
 
+    mistake_penalty: float = 0.0
+    """what each mistake costs, credited to the move that made it (0: counted, not penalised)"""
+
     def make_example(self, seed: int, difficulty: int) -> Example:
         """A fresh game whose opponent the curriculum sets: difficulty d plays random moves with
         probability max(0, 1 - d * difficulty_step) (d = 0: a random opponent; 10: perfect)."""
@@ -150,9 +162,9 @@ class TicTacToeEnv(MultiTurnEnv):
     async def setup_state(self, state: State) -> None:
         info = state["info"]
         board = EMPTY_BOARD
-        state.update(result=None, invalid_moves=0, formatted_turns=0)
+        state.update(result=None, invalid_moves=0, formatted_turns=0, mistakes=0)
         if info.get("opponent") == "self" and info.get("opponent_starts"):
-            cell = await seat_move(state, board, None, self._count_invalid)
+            cell = await seat_move(state, board, None, self)
             board = place(board, cell, O_MARK)
             status = f"You play X. {opponent_played_status(cell)}"
             opening = {"role": "user", "content": turn_message(board, status)}
@@ -170,15 +182,16 @@ class TicTacToeEnv(MultiTurnEnv):
         state["formatted_turns"] += format_ok(text)
         try:
             cell = answered_cell(text, board)
-            board = place(board, cell, X_MARK)
         except InvalidMove as invalid:
-            self._count_invalid(state)
+            self.count_invalid(state)
             return [{"role": "user", "content": invalid_move_message(invalid.reason, board)}]
+        self.judge_move(state, board, cell)
+        board = place(board, cell, X_MARK)
         if self._game_over(board, state):
             return [{"role": "user", "content": final_message(state["result"], board)}]
         info = state["info"]
         if info.get("opponent") == "self":
-            reply = await seat_move(state, board, cell, self._count_invalid)
+            reply = await seat_move(state, board, cell, self)
         else:
             reply = opponent_move(
                 board, info["random_move_prob"], opponent_rng(info["example_seed"], board)
@@ -189,11 +202,19 @@ class TicTacToeEnv(MultiTurnEnv):
         state["board"] = board
         return [{"role": "user", "content": turn_message(board, opponent_played_status(reply))}]
 
-    def _count_invalid(self, state: State) -> None:
+    def count_invalid(self, state: State) -> None:
         """An invalid answer of the player whose state this is (X's, or O's seat's)."""
         state["invalid_moves"] += 1
         if self.invalid_penalty == "per_move" or state["invalid_moves"] == 1:
             self.reward_turn(state, INVALID_MOVE_PENALTY)  # the move that cost it
+
+    def judge_move(self, state: State, board: Board, cell: int) -> None:
+        """Count a valid move of the player whose state this is (as X on `board`, its own view)
+        as a mistake if it is one, and credit its penalty to that move."""
+        if is_mistake(board, cell, X_MARK):
+            state["mistakes"] += 1
+            if self.mistake_penalty:
+                self.reward_turn(state, -self.mistake_penalty)
 
     def _game_over(self, board: Board, state: State) -> bool:
         state["board"] = board
@@ -218,6 +239,7 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/unfinished": float(result is None),
             "game/invalid": float(state.get("invalid_moves", 0) > 0),
             "game/invalid_moves": float(state.get("invalid_moves", 0)),
+            "game/mistakes": float(state.get("mistakes", 0)),
             "game/self_play": float(state["info"].get("opponent") == "self"),
             "game/format": state.get("formatted_turns", 0) / max(state["turn"], 1),
         }
@@ -235,6 +257,7 @@ def load_environment(
     rules: str = "full",
     opponent: str = "scripted",
     scripted_fraction: float = 0.0,
+    mistake_penalty: float = 0.0,
 ) -> TicTacToeEnv:
     """Tic-tac-toe against a seeded minimax opponent of stratified strength.
 
@@ -254,10 +277,15 @@ def load_environment(
             policy, in a seat of its own with O's view of the board; both seats are trained).
         scripted_fraction: with opponent='self', the share of games still played against the
             scripted opponent (a group's games always share their opponent and who starts).
+        mistake_penalty: what each mistake costs (a move that gives up a won or drawn result:
+            a missed win, a missed block, a fork let through), credited to that move; 0 counts
+            them (`game/mistakes`) without a penalty.
     """
     if opponent not in OPPONENTS:
         raise ValueError(f"opponent must be one of {list(OPPONENTS)}, got {opponent!r}")
     _check_probability("scripted_fraction", scripted_fraction)
+    if not (math.isfinite(mistake_penalty) and mistake_penalty >= 0):
+        raise ValueError(f"mistake_penalty must be a finite number >= 0, got {mistake_penalty!r}")
     if invalid_penalty not in INVALID_PENALTIES:
         raise ValueError(
             f"invalid_penalty must be one of {sorted(INVALID_PENALTIES)}, got {invalid_penalty!r}"
@@ -280,6 +308,8 @@ def load_environment(
     rubric = Rubric(parser=parser)
     rubric.add(win_reward, 1.0).add(format_reward, 0.2)
     rubric.add(INVALID_PENALTIES[invalid_penalty], 1.0)
+    if mistake_penalty:
+        rubric.add(mistakes, mistake_penalty)
     env = TicTacToeEnv(
         rows,
         system_prompt=SYSTEM_PROMPTS[rules],
@@ -291,4 +321,5 @@ def load_environment(
     )
     env.invalid_penalty = invalid_penalty
     env.opponent, env.scripted_fraction = opponent, scripted_fraction
+    env.mistake_penalty = mistake_penalty
     return env

@@ -165,6 +165,18 @@ def best_moves(board: Board, player: str) -> list[int]:
     return [cell for cell, score in scores.items() if score == best]
 
 
+def is_mistake(board: Board, cell: int, player: str) -> bool:
+    """Whether `player` playing the free `cell` gives up a result that best play keeps: a won
+    position that is no longer won, or a drawn one that is now lost (a missed win, a missed
+    block, a fork let through). Winning more slowly is not a mistake."""
+    scores = minimax_scores(board, player)
+
+    def result(score: int) -> int:  # 1 won, 0 drawn, -1 lost, with best play on both sides
+        return (score > 0) - (score < 0)
+
+    return result(scores[cell]) < result(max(scores.values()))
+
+
 # ---------------------------------------------------------------- the seeded opponent
 
 

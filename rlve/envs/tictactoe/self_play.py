@@ -56,10 +56,11 @@ def plays_self(example_index: int, scripted_fraction: float) -> bool:
     return not scripted
 
 
-async def seat_move(state: State, board: Board, x_cell: int | None, count_invalid) -> int:
+async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> int:
     """O's move on `board` (X to have just played `x_cell`; None: O opens the game), asked of
-    the O seat, which is opened on its first move. `count_invalid(seat_state)` records an
-    invalid answer in the seat's state (the environment's rule for penalties)."""
+    the O seat, which is opened on its first move. The environment (`referee`) records the
+    seat's invalid answers and mistakes in the seat's state: `count_invalid(seat_state)`,
+    `judge_move(seat_state, view, cell)`."""
     view = swap_marks(board)
     if x_cell is None:
         status = "You play X and move first."
@@ -71,7 +72,7 @@ async def seat_move(state: State, board: Board, x_cell: int | None, count_invali
             status = f"You play X. {status}"
         system = state["prompt"][0]
         seat = state["open_seat"]([system, {"role": "user", "content": turn_message(view, status)}])
-        seat.state.update(result=None, invalid_moves=0, formatted_turns=0)
+        seat.state.update(result=None, invalid_moves=0, formatted_turns=0, mistakes=0)
         state["o_seat"] = seat
     else:
         seat.tell([{"role": "user", "content": turn_message(view, status)}])
@@ -81,10 +82,13 @@ async def seat_move(state: State, board: Board, x_cell: int | None, count_invali
             break
         seat.state["formatted_turns"] += format_ok(text)
         try:
-            return answered_cell(text, view)
+            cell = answered_cell(text, view)
         except InvalidMove as invalid:
-            count_invalid(seat.state)
+            referee.count_invalid(seat.state)
             seat.tell([{"role": "user", "content": invalid_move_message(invalid.reason, view)}])
+            continue
+        referee.judge_move(seat.state, view, cell)
+        return cell
     rng = random.Random(f"seat_{state['seed']}_{board_key(board)}")
     return rng.choice(free_cells(board))
 
