@@ -239,17 +239,22 @@ TABLE_COLUMNS = (
     ("vs random W/D/L %", "random", ("win", "draw", "loss"), 100),
     ("games with an invalid move % (opt/rand)", None, ("invalid",), 100),
     ("invalid moves per game (opt/rand)", None, ("invalid_moves",), 1),
+    ("mistakes per game (opt/rand)", None, ("mistakes",), 1),
     ("format % (opt/rand)", None, ("format",), 100),
 )
-"""(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage)"""
+"""(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage).
+A mistake gives up a won or drawn result (tictactoe's `game.is_mistake`)."""
 
 
 def cell(values: list[float], scale: float, games: int | None) -> str:
     """`scale` x the mean over seeds with its [min-max]; one seed alone with its 95% interval
-    (Wilson, over `games` games) in parentheses when the value is a rate."""
+    (Wilson, over `games` games) in parentheses when the value is a rate; "-" when a run did
+    not measure it (results stored before the metric existed)."""
     from rlve.cli.compare import mean_and_range
     from rlve.evaluation import wilson_interval
 
+    if None in values:
+        return "-"
     digits = 1 if scale == 100 else 2
     if len(values) > 1 or games is None or scale != 100:
         return mean_and_range([scale * v for v in values], digits=digits)
@@ -259,8 +264,8 @@ def cell(values: list[float], scale: float, games: int | None) -> str:
 
 def stage_values(stage: str, results: list[RunResult], teacher: dict[str, float]):
     if stage == "teacher":
-        return lambda key: [teacher[key]]
-    return lambda key: [(r.before if stage == "sft" else r.after)[key] for r in results]
+        return lambda key: [teacher.get(key)]
+    return lambda key: [(r.before if stage == "sft" else r.after).get(key) for r in results]
 
 
 def results_table(results: list[RunResult], teacher: dict[str, float], games: int) -> str:

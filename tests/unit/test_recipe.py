@@ -6,7 +6,7 @@ from rlve.cli.recipe import DEMO, RECIPE, TINY, experiment, results_table
 from rlve.train import load_run_config
 
 
-def scores(draw_vs_optimal, invalid, fmt=1.0):
+def scores(draw_vs_optimal, invalid, fmt=1.0, mistakes=True):
     stage = {}
     for opponent, (win, draw, loss, bad) in {
         "optimal": (0.0, draw_vs_optimal, 1 - draw_vs_optimal, invalid),
@@ -14,6 +14,8 @@ def scores(draw_vs_optimal, invalid, fmt=1.0):
     }.items():
         values = {"win": win, "draw": draw, "loss": loss, "invalid": bad,
                   "invalid_moves": 3 * bad, "format": fmt}  # fmt: skip
+        if mistakes:
+            values["mistakes"] = 1 - draw
         stage.update({f"{opponent}/game/{name}": v for name, v in values.items()})
     return stage
 
@@ -34,14 +36,16 @@ def test_the_table_shows_the_mean_and_the_range_over_seeds():
     assert cells[1] == "0.0 [0.0-0.0] / 60.0 [50.0-70.0] / 40.0 [30.0-50.0]"
     assert cells[3] == "30.0 [20.0-40.0] / 15.0 [10.0-20.0]"  # invalid: optimal / random
     assert cells[4] == "0.90 [0.60-1.20] / 0.45 [0.30-0.60]"  # invalid moves per game
+    assert cells[5] == "0.40 [0.30-0.50] / 0.90 [0.90-0.90]"  # mistakes per game
 
 
 def test_one_seed_shows_each_rate_with_its_95_percent_interval():
     # 50% of 200 games: Wilson interval 43.1%-56.9%; a count per game has no interval
-    table = results_table([result(0.5, 0.2)], scores(0.6, 0.0), 200)
-    sft = table.splitlines()[3].split(" | ")
+    table = results_table([result(0.5, 0.2)], scores(0.6, 0.0, mistakes=False), 200)
+    teacher, sft = (line.split(" | ") for line in table.splitlines()[2:4])
     assert sft[1] == "0.0 (0-2) / 50.0 (43-57) / 50.0 (43-57)"
     assert sft[4] == "0.60 / 0.30"
+    assert sft[5] == "0.50 / 0.90" and teacher[5] == "- / -"  # a teacher.json from before
 
 
 def test_the_rl_run_is_the_cispo_experiment_scaled_down(tmp_path):
