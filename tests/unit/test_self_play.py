@@ -82,6 +82,15 @@ def test_each_seat_sees_the_other_s_moves_as_o_moves():
     assert x_view[o_move] == "O" and x_view.count("O") == 1 and "X" not in x_view
 
 
+def games_x_opened(env, policy) -> list[Trajectory]:
+    """X's side of the 8 self-play games of `env` that X opened, `policy` playing both seats."""
+    result = rlve.evaluate(env, ScriptedEngine(policy), 8)
+    games = [g.trajectories[0] for g in result.groups
+             if not g.trajectories[0].info["opponent_starts"]]  # fmt: skip
+    assert games
+    return games
+
+
 def o_always_invalid(messages):
     """Minimax for X; garbage for O. O's seat sees itself as X, so the two are told apart by the
     board: in a game X opened, X moves on an even number of marks and O on an odd one."""
@@ -93,12 +102,7 @@ def o_always_invalid(messages):
 def test_an_o_seat_without_a_valid_move_pays_for_each_answer_and_the_game_goes_on(
     penalty, per_move
 ):
-    env = self_play_env(invalid_penalty=penalty)
-    result = rlve.evaluate(env, ScriptedEngine(o_always_invalid), 8)
-    games = [
-        g.trajectories[0] for g in result.groups if not g.trajectories[0].info["opponent_starts"]
-    ]
-    assert games
+    games = games_x_opened(self_play_env(invalid_penalty=penalty), o_always_invalid)
     for t in games:
         (seat,) = t.seats
         assert t.metrics["game/invalid"] == 0.0 and t.metrics["game/loss"] == 0.0
@@ -171,12 +175,7 @@ def o_first_free_cell(messages):
 
 
 def test_the_o_seat_s_mistakes_are_its_own_and_cost_it_at_the_move():
-    env = self_play_env(mistake_penalty=0.25)
-    result = rlve.evaluate(env, ScriptedEngine(o_first_free_cell), 8)
-    games = [
-        g.trajectories[0] for g in result.groups if not g.trajectories[0].info["opponent_starts"]
-    ]
-    assert games
+    games = games_x_opened(self_play_env(mistake_penalty=0.25), o_first_free_cell)
     for t in games:
         (seat,) = t.seats
         assert t.metrics["game/mistakes"] == 0.0  # minimax never makes one
