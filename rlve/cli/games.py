@@ -1,10 +1,12 @@
 """`scripts/show_games.py`: tic-tac-toe games from a rollouts file, board by board.
 
     python scripts/show_games.py runs/eval/rollouts.jsonl --result loss --games 3
+    python scripts/show_games.py runs/eval/rollouts.jsonl --mistakes   # X's mistakes by kind
 
 Each game is replayed from its messages: the model's moves (with the reason it gave in its
-<think> block), the opponent's replies, an invalid answer marked where it happened, then every
-position after each move side by side, so a fork trap or a missed win shows at a glance.
+<think> block, and what a mistake gave up: a missed win or block, a fork let through), the
+opponent's replies, an invalid answer marked where it happened, then every position after each
+move side by side, so a fork trap or a missed win shows at a glance.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 from rlve.cli.terminal import terminal_safe
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
+    MISTAKE_KINDS,
     O_MARK,
     X_MARK,
     Board,
+    is_over,
+    mistake_kind,
     parse_board,
     parse_move,
     place,
@@ -71,13 +77,41 @@ def render(row: dict) -> str:
         if board[cell] != " ":  # the environment refused it as occupied
             lines.append(f"  X  {cell}: occupied, refused  ({reason})")
             continue
+        kind = mistake_kind(board, cell, X_MARK) if player == X_MARK else None
         board = place(board, cell, player)
         boards.append(board)
-        lines.append(f"  {player}  {cell}" + (f"  ({reason})" if reason else ""))
+        lines.append(f"  {player}  {cell}" + (f"  ({reason})" if reason else "")
+                     + (f"  <- {kind.replace('_', ' ')}" if kind else ""))  # fmt: skip
     for r in range(3):
         cells = [" ".join(b[3 * r + c] if b[3 * r + c] != " " else "." for c in range(3))
                  for b in boards]  # fmt: skip
         lines.append("  " + "   ".join(cells))
+    return "\n".join(lines)
+
+
+def x_mistakes(row: dict) -> list[str]:
+    """The kind (MISTAKE_KINDS) of each mistake of X in the game, in the order made."""
+    board: Board = EMPTY_BOARD
+    kinds = []
+    for player, cell, _ in game_moves(row):
+        if cell is None or board[cell] != " " or is_over(board):
+            continue
+        if player == X_MARK and (kind := mistake_kind(board, cell, X_MARK)):
+            kinds.append(kind)
+        board = place(board, cell, player)
+    return kinds
+
+
+def mistakes_table(rows: list[dict]) -> str:
+    """Mistakes per game by kind, and the share of games with each, over `rows`."""
+    per_game = [Counter(x_mistakes(row)) for row in rows]
+    n = max(len(rows), 1)
+    lines = [f"{len(rows)} games: mistakes of X per game, and the share of games with one",
+             f"  {'kind':<14} {'per game':>8} {'games %':>8}"]  # fmt: skip
+    for kind in (*MISTAKE_KINDS, None):
+        counts = [sum(c.values()) if kind is None else c[kind] for c in per_game]
+        lines.append(f"  {kind or 'any':<14} {sum(counts) / n:>8.2f} "
+                     f"{100 * sum(x > 0 for x in counts) / n:>8.1f}")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -86,7 +120,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("rollouts", type=Path, help="rollouts.jsonl of scripts/evaluate.py")
     parser.add_argument("--result", choices=RESULTS, help="only games X won, drew or lost")
     parser.add_argument("--games", type=int, default=3, help="how many games to show")
+    parser.add_argument(
+        "--mistakes",
+        action="store_true",
+        help="tally X's mistakes by kind over every game (or every --result game)",
+    )
     args = parser.parse_args(argv)
+    if args.mistakes:
+        with args.rollouts.open() as lines:
+            rows = [json.loads(line) for line in lines]
+        if args.result:
+            rows = [r for r in rows if r["metrics"].get(f"game/{args.result}")]
+        print(mistakes_table(rows))
+        return
     shown = 0
     with args.rollouts.open() as lines:
         for line in lines:

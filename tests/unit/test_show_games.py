@@ -3,11 +3,16 @@
 import json
 
 import rlve
-from rlve.cli.games import game_moves, main, render
+from rlve.cli.games import game_moves, main, render, x_mistakes
 from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.game import parse_board
 from rlve.rollout import ScriptedEngine
 from rlve.rollout.records import trajectory_row
+
+
+def first_free_cell(messages):
+    board = parse_board(messages[-1]["content"])
+    return f"<think>first free</think><move>{board.index(' ')}</move>"
 
 
 def played(policy, opponent_prob: float, games: int = 6) -> list[dict]:
@@ -50,3 +55,23 @@ def test_escape_sequences_in_a_reason_are_printed_escaped(tmp_path, capsys):
     main([str(path)])
     out = capsys.readouterr().out
     assert r"\x1b]0;owned\x07" in out and "\x1b" not in out
+
+
+def test_mistakes_are_marked_where_made_and_tallied_by_kind(tmp_path, capsys):
+    # the first free cell against the optimal opponent: every game lost holds a mistake of X
+    rows = played(first_free_cell, 0.0)
+    lost = [r for r in rows if r["metrics"]["game/loss"]]
+    assert lost
+    for row in rows:
+        kinds = x_mistakes(row)
+        assert len(kinds) == row["metrics"]["game/mistakes"]  # the environment's own count
+        assert len(kinds) >= (row in lost)
+        assert render(row).count("  <- ") == len(kinds)
+    assert x_mistakes(played(minimax_policy, 0.0)[0]) == []
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main([str(path), "--mistakes"])
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == f"{len(rows)} games: mistakes of X per game, and the share of games with one"
+    total = sum(len(x_mistakes(r)) for r in rows) / len(rows)
+    assert table[-1].split() == ["any", f"{total:.2f}", f"{100 * len(lost) / len(rows):.1f}"]

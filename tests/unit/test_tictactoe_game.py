@@ -23,6 +23,7 @@ from rlve.envs.tictactoe.game import (
     is_mistake,
     is_over,
     minimax_scores,
+    mistake_kind,
     noisy_best_move,
     opponent_move,
     opponent_rng,
@@ -384,3 +385,19 @@ def test_noisy_minimax_policy_noise_levels():
 def test_a_mistake_gives_up_a_won_or_drawn_result(key, mistakes, good):
     board = board_from_string(key)
     assert [c for c in mistakes + good if is_mistake(board, c, "X")] == mistakes
+
+
+@pytest.mark.parametrize(
+    ("key", "player", "cell", "kind"),
+    [
+        ("X  OO   X", "X", 1, "missed_block"),
+        ("XX OO    ", "X", 5, "missed_win"),  # blocking O instead of winning is still a miss
+        ("O   X   O", "X", 2, "fork_allowed"),
+        # X 0, O 8, X to move: 2 wins by a fork (O must block 1, then X 6 threatens 3 and 4);
+        # 1 lets that win go
+        ("X       O", "X", 1, "fork_missed"),
+        ("X       O", "X", 2, None),
+    ],
+)
+def test_a_mistake_is_named_by_what_it_gave_up(key, player, cell, kind):
+    assert mistake_kind(board_from_string(key), cell, player) == kind

@@ -9,8 +9,8 @@ goes on; the episode stops at `max_turns` model turns. Rubric: win 1 / draw 0.5 
 format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1), or with
 `invalid_penalty="per_move"` -0.1 for each invalid move, and with `mistake_penalty` p > 0, -p for
 each mistake: a move that gives up a result best play keeps (a missed win, a missed block, a
-fork let through; `game.is_mistake`), counted as `game/mistakes` whatever p is. Each penalty is
-also credited to the move that cost it (`reward_turn`), for training with per-turn credit.
+fork let through; `game.mistake_kind`), counted as `game/mistakes` and by kind whatever p is.
+Each penalty is also credited to the move that cost it (`reward_turn`), for per-turn credit.
 With `opponent="self"` the policy plays O as well, in a seat of its own
 (rlve.envs.tictactoe.self_play), except in a `scripted_fraction` share of the games; O's seat is
 scored by the same rubric from its own view.
@@ -28,6 +28,7 @@ from rlve.envs.parsers import XMLParser, assistant_texts
 from rlve.envs.rubric import Rubric
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
+    MISTAKE_KINDS,
     O_MARK,
     X_MARK,
     Board,
@@ -35,7 +36,7 @@ from rlve.envs.tictactoe.game import (
     answered_cell,
     format_ok,
     free_cells,
-    is_mistake,
+    mistake_kind,
     opponent_move,
     opponent_rng,
     place,
@@ -211,8 +212,10 @@ class TicTacToeEnv(MultiTurnEnv):
     def judge_move(self, state: State, board: Board, cell: int) -> None:
         """Count a valid move of the player whose state this is (as X on `board`, its own view)
         as a mistake if it is one, and credit its penalty to that move."""
-        if is_mistake(board, cell, X_MARK):
+        kind = mistake_kind(board, cell, X_MARK)
+        if kind is not None:
             state["mistakes"] += 1
+            state[kind] = state.get(kind, 0) + 1
             if self.mistake_penalty:
                 self.reward_turn(state, -self.mistake_penalty)
 
@@ -240,6 +243,7 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/invalid": float(state.get("invalid_moves", 0) > 0),
             "game/invalid_moves": float(state.get("invalid_moves", 0)),
             "game/mistakes": float(state.get("mistakes", 0)),
+            **{f"game/{kind}": float(state.get(kind, 0)) for kind in MISTAKE_KINDS},
             "game/self_play": float(state["info"].get("opponent") == "self"),
             "game/format": state.get("formatted_turns", 0) / max(state["turn"], 1),
         }

@@ -165,16 +165,35 @@ def best_moves(board: Board, player: str) -> list[int]:
     return [cell for cell, score in scores.items() if score == best]
 
 
+MISTAKE_KINDS = ("missed_win", "missed_block", "fork_allowed", "fork_missed")
+"""what a mistake gave up: a win on the board, a block of the opponent's line, or (with neither
+on the board) a draw, to a fork the opponent can now force, or a won position"""
+
+
 def is_mistake(board: Board, cell: int, player: str) -> bool:
     """Whether `player` playing the free `cell` gives up a result that best play keeps: a won
     position that is no longer won, or a drawn one that is now lost (a missed win, a missed
     block, a fork let through). Winning more slowly is not a mistake."""
+    return mistake_kind(board, cell, player) is not None
+
+
+def mistake_kind(board: Board, cell: int, player: str) -> str | None:
+    """Which of MISTAKE_KINDS `player` playing the free `cell` is, or None if it keeps the
+    best result (with best play on both sides) that the position offers."""
     scores = minimax_scores(board, player)
 
-    def result(score: int) -> int:  # 1 won, 0 drawn, -1 lost, with best play on both sides
+    def result(score: int) -> int:  # 1 won, 0 drawn, -1 lost
         return (score > 0) - (score < 0)
 
-    return result(scores[cell]) < result(max(scores.values()))
+    best = result(max(scores.values()))
+    if result(scores[cell]) >= best:
+        return None
+    opponent = other(player)
+    if any(winner(place(board, c, player)) == player for c in scores):
+        return "missed_win"
+    if any(winner(place(board, c, opponent)) == opponent for c in scores):
+        return "missed_block"
+    return "fork_missed" if best > 0 else "fork_allowed"
 
 
 # ---------------------------------------------------------------- the seeded opponent
