@@ -112,7 +112,7 @@ def sft_warmup(
         losses.append(metrics["train/loss"])
         if on_step is not None:
             on_step(step + 1, metrics)
-        bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)  # shown at the bar's next print
     return Path(trainer.export(str(output_dir))), losses
 
 
