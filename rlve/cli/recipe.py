@@ -243,7 +243,7 @@ TABLE_COLUMNS = (
     ("format % (opt/rand)", None, ("format",), 100),
 )
 """(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage).
-A mistake gives up a won or drawn result (tictactoe's `game.is_mistake`)."""
+A mistake gives up a won or drawn result (tictactoe's `game.mistake_kind`)."""
 
 
 def cell(values: list[float], scale: float, games: int | None) -> str:

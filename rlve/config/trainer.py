@@ -50,11 +50,11 @@ class TrainerConfig:
     """dtype the model computes in: "float32", "bfloat16", or "auto": bfloat16 where the device
     computes it natively (a CUDA GPU from Ampere on, a CPU with AVX512-BF16 or AMX), float32
     elsewhere (rlve/models/precision.py; RLVE_AUTO_DTYPE=float32 makes every "auto" float32).
-    Trained weights and their optimizer
-    state stay float32 either way (AdamW steps below half a bf16 step would round away): full
-    fine-tuning in bf16 keeps float32 weights and computes under bf16 autocast (under torchrun:
-    FSDP2 gathers them in bf16 and reduces gradients in fp32); LoRA keeps the frozen base in bf16
-    and the adapters in float32. Log-probs are always float32"""
+    Trained weights and their optimizer state stay float32 either way (AdamW steps below half a
+    bf16 step would round away): full fine-tuning in bf16 keeps float32 weights and computes
+    under bf16 autocast (under torchrun: FSDP2 gathers them in bf16 and reduces gradients in
+    fp32); LoRA keeps the frozen base in bf16 and the adapters in float32. Log-probs are always
+    float32"""
     device: str = "cpu"
     """torch device of the trainer, e.g. "cpu" or "cuda:1\""""
     cpu_threads: int | None = None

@@ -1,9 +1,9 @@
 """Models by name: "tiny" (the embedded default, built locally), a local directory or a hub id.
 
 `loading` resolves names and loads tokenizers and causal LMs, `lora` wraps them with checked
-LoRA adapters, `tiny` builds the embedded model, `tiny_tokenizer` its tokenizer and chat
-template. May import
-`rlve.envs` (the tokenizer's corpus plays tic-tac-toe games) and nothing else of rlve.
+LoRA adapters, `precision` says what `dtype: auto` is on this hardware, `tiny` builds the
+embedded model, `tiny_tokenizer` its tokenizer and chat template. May import `rlve.envs` (the
+tokenizer's corpus plays tic-tac-toe games) and nothing else of rlve.
 """
 
 from rlve.models.cache import model_cache_dir
