@@ -20,7 +20,6 @@ from rlve.envs.tictactoe.game import (
     board_from_string,
     format_ok,
     free_cells,
-    is_mistake,
     is_over,
     minimax_scores,
     mistake_kind,
@@ -384,7 +383,7 @@ def test_noisy_minimax_policy_noise_levels():
 )
 def test_a_mistake_gives_up_a_won_or_drawn_result(key, mistakes, good):
     board = board_from_string(key)
-    assert [c for c in mistakes + good if is_mistake(board, c, "X")] == mistakes
+    assert [c for c in mistakes + good if mistake_kind(board, c, "X")] == mistakes
 
 
 @pytest.mark.parametrize(

@@ -124,9 +124,14 @@ def invalid_moves_penalty(state: State) -> float:
 INVALID_PENALTIES = {"flat": invalid_move_penalty, "per_move": invalid_moves_penalty}
 
 
+def mistake_count(state: State) -> int:
+    """The mistakes of the player whose state this is, of every kind."""
+    return sum(state.get(kind, 0) for kind in MISTAKE_KINDS)
+
+
 def mistakes(state: State) -> float:
     """Minus the number of mistakes of the game (weighted by `mistake_penalty` in the rubric)."""
-    return -float(state.get("mistakes", 0))
+    return -float(mistake_count(state))
 
 
 class TicTacToeEnv(MultiTurnEnv):
@@ -163,7 +168,7 @@ class TicTacToeEnv(MultiTurnEnv):
     async def setup_state(self, state: State) -> None:
         info = state["info"]
         board = EMPTY_BOARD
-        state.update(result=None, invalid_moves=0, formatted_turns=0, mistakes=0)
+        state.update(result=None, invalid_moves=0, formatted_turns=0)
         if info.get("opponent") == "self" and info.get("opponent_starts"):
             cell = await seat_move(state, board, None, self)
             board = place(board, cell, O_MARK)
@@ -214,7 +219,6 @@ class TicTacToeEnv(MultiTurnEnv):
         as a mistake if it is one, and credit its penalty to that move."""
         kind = mistake_kind(board, cell, X_MARK)
         if kind is not None:
-            state["mistakes"] += 1
             state[kind] = state.get(kind, 0) + 1
             if self.mistake_penalty:
                 self.reward_turn(state, -self.mistake_penalty)
@@ -242,7 +246,7 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/unfinished": float(result is None),
             "game/invalid": float(state.get("invalid_moves", 0) > 0),
             "game/invalid_moves": float(state.get("invalid_moves", 0)),
-            "game/mistakes": float(state.get("mistakes", 0)),
+            "game/mistakes": float(mistake_count(state)),
             **{f"game/{kind}": float(state.get(kind, 0)) for kind in MISTAKE_KINDS},
             "game/self_play": float(state["info"].get("opponent") == "self"),
             "game/format": state.get("formatted_turns", 0) / max(state["turn"], 1),

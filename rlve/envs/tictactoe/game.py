@@ -170,16 +170,10 @@ MISTAKE_KINDS = ("missed_win", "missed_block", "fork_allowed", "fork_missed")
 on the board) a draw, to a fork the opponent can now force, or a won position"""
 
 
-def is_mistake(board: Board, cell: int, player: str) -> bool:
-    """Whether `player` playing the free `cell` gives up a result that best play keeps: a won
-    position that is no longer won, or a drawn one that is now lost (a missed win, a missed
-    block, a fork let through). Winning more slowly is not a mistake."""
-    return mistake_kind(board, cell, player) is not None
-
-
 def mistake_kind(board: Board, cell: int, player: str) -> str | None:
-    """Which of MISTAKE_KINDS `player` playing the free `cell` is, or None if it keeps the
-    best result (with best play on both sides) that the position offers."""
+    """Which of MISTAKE_KINDS `player` playing the free `cell` is, or None if it keeps the best
+    result (with best play on both sides) that the position offers. A mistake gives up a won
+    position or turns a drawn one into a lost one; winning more slowly is not a mistake."""
     scores = minimax_scores(board, player)
 
     def result(score: int) -> int:  # 1 won, 0 drawn, -1 lost

@@ -72,7 +72,7 @@ async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> 
             status = f"You play X. {status}"
         system = state["prompt"][0]
         seat = state["open_seat"]([system, {"role": "user", "content": turn_message(view, status)}])
-        seat.state.update(result=None, invalid_moves=0, formatted_turns=0, mistakes=0)
+        seat.state.update(result=None, invalid_moves=0, formatted_turns=0)
         state["o_seat"] = seat
     else:
         seat.tell([{"role": "user", "content": turn_message(view, status)}])
