@@ -63,25 +63,37 @@ def _last_reply(moves, final: Board) -> list[tuple[str, int | None, str]]:
     return [(O_MARK, i, "") for i, mark in enumerate(final) if mark == O_MARK and i not in played]
 
 
+def replayed_moves(row: dict) -> list[tuple[str, int | None, str, Board | None, str | None]]:
+    """Each move of `game_moves` with the board after it (None: refused, an invalid answer or an
+    occupied cell) and, for a move of X, the kind of mistake it was (None: not one)."""
+    board: Board = EMPTY_BOARD
+    replay = []
+    for player, cell, reason in game_moves(row):
+        if cell is None or board[cell] != " ":
+            replay.append((player, cell, reason, None, None))
+            continue
+        judged = player == X_MARK and not is_over(board)
+        kind = mistake_kind(board, cell, X_MARK) if judged else None
+        board = place(board, cell, player)
+        replay.append((player, cell, reason, board, kind))
+    return replay
+
+
 def render(row: dict) -> str:
     """The game as text: one line per move, then the positions side by side."""
     result = next((r for r in RESULTS if row["metrics"].get(f"game/{r}")), "unfinished")
-    board: Board = EMPTY_BOARD
     boards: list[Board] = []
     lines = [f"example {row['example_id']}: X {result} "
              f"(opponent random-move probability {row['info']['random_move_prob']})"]  # fmt: skip
-    for player, cell, reason in game_moves(row):
+    for player, cell, reason, board, kind in replayed_moves(row):
         if cell is None:
             lines.append(f"  X  invalid answer  ({reason})")
-            continue
-        if board[cell] != " ":  # the environment refused it as occupied
+        elif board is None:  # the environment refused it as occupied
             lines.append(f"  X  {cell}: occupied, refused  ({reason})")
-            continue
-        kind = mistake_kind(board, cell, X_MARK) if player == X_MARK else None
-        board = place(board, cell, player)
-        boards.append(board)
-        lines.append(f"  {player}  {cell}" + (f"  ({reason})" if reason else "")
-                     + (f"  <- {kind.replace('_', ' ')}" if kind else ""))  # fmt: skip
+        else:
+            boards.append(board)
+            lines.append(f"  {player}  {cell}" + (f"  ({reason})" if reason else "")
+                         + (f"  <- {kind.replace('_', ' ')}" if kind else ""))  # fmt: skip
     for r in range(3):
         cells = [" ".join(b[3 * r + c] if b[3 * r + c] != " " else "." for c in range(3))
                  for b in boards]  # fmt: skip
@@ -91,15 +103,7 @@ def render(row: dict) -> str:
 
 def x_mistakes(row: dict) -> list[str]:
     """The kind (MISTAKE_KINDS) of each mistake of X in the game, in the order made."""
-    board: Board = EMPTY_BOARD
-    kinds = []
-    for player, cell, _ in game_moves(row):
-        if cell is None or board[cell] != " " or is_over(board):
-            continue
-        if player == X_MARK and (kind := mistake_kind(board, cell, X_MARK)):
-            kinds.append(kind)
-        board = place(board, cell, player)
-    return kinds
+    return [kind for *_, kind in replayed_moves(row) if kind]
 
 
 def mistakes_table(rows: list[dict]) -> str:
