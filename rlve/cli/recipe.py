@@ -13,18 +13,19 @@ the ones already done.
 
     python -m rlve.cli.recipe --seeds 0 1 2 --out runs/recipe
     python -m rlve.cli.recipe --model tiny --out runs/recipe_tiny   # the embedded model's sizes
+    python -m rlve.cli.recipe --arms cispo turn self   # per-turn credit, self-play (ARMS)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
 
-STAGES = ("teacher", "sft", "rl")
 STAGE_NAMES = {"teacher": "teacher", "sft": "SFT student", "rl": "RL student"}
 OPPONENTS = {"optimal": 0.0, "random": 1.0}
 """evaluation opponents: their random-move probability"""
@@ -99,6 +100,18 @@ TINY = RecipeSize(model="tiny", dtype="float32", rules="full", teacher_noise=0.3
                   rl_lr=2e-4, groups_per_step=16, overlong_buffer=None)  # fmt: skip
 """the embedded tiny model (it does not learn which cells are free: docs/results.md section 5)"""
 SIZES = {"smollm2-135m": RECIPE, "tiny": TINY}
+
+ARMS = {
+    "cispo": (),
+    "turn": ("trainer.credit=turn", "+env.args.tictactoe.mistake_penalty=0.25"),
+    "self": ("+env.args.tictactoe.opponent=self", "+env.args.tictactoe.scripted_fraction=0.5"),
+}
+"""the RL arms (issue 29), each the recipe's CISPO run plus these overrides:
+- cispo: every token gets its game's advantage (the recipe);
+- turn: each move gets the advantage of its own return, and a mistake (a move that gives up a
+  won or drawn result, `game.mistake_kind`) costs 0.25 at the move that made it, half a draw;
+- self: half the games are played against the policy itself in the O seat (both seats
+  trained, zero-sum), half against the scripted opponent range"""
 
 
 def evaluation_env(opponent: str, size: RecipeSize):
@@ -209,11 +222,12 @@ def rl_overrides(size: RecipeSize) -> tuple[str, ...]:
     )
 
 
-def experiment(size: RecipeSize) -> Experiment:
-    """One arm (CISPO) per seed from the shared SFT student, evaluated before and after."""
+def experiment(size: RecipeSize, arms: Sequence[str] = ("cispo",)) -> Experiment:
+    """The `arms` (names in ARMS) per seed from the shared SFT student, evaluated before and
+    after."""
     return Experiment(
         name="tictactoe",
-        arms=[Arm("cispo", rl_overrides(size))],
+        arms=[Arm(name, rl_overrides(size) + ARMS[name]) for name in arms],
         start=lambda out, seed: sft_student(out, size),
         score=lambda engine, config, seed: evaluate_all(engine, size),
         curves=TRAINING_METRICS,
@@ -262,25 +276,32 @@ def cell(values: list[float], scale: float, games: int | None) -> str:
     return f"{100 * values[0]:.1f} ({100 * low:.0f}-{100 * high:.0f})"
 
 
-def stage_values(stage: str, results: list[RunResult], teacher: dict[str, float]):
-    if stage == "teacher":
-        return lambda key: [teacher.get(key)]
-    return lambda key: [(r.before if stage == "sft" else r.after).get(key) for r in results]
+def table_rows(results: list[RunResult], teacher: dict[str, float]):
+    """(row name, key -> the values over seeds): the teacher (scripted: its own evaluation), the
+    SFT student (as the first arm's runs scored it before their first step) and one RL student
+    per arm (named after it when there are several)."""
+    arms = list(dict.fromkeys(r.arm for r in results))
+    first = [r for r in results if r.arm == arms[0]]
+    yield STAGE_NAMES["teacher"], lambda key: [teacher.get(key)]
+    yield STAGE_NAMES["sft"], lambda key: [r.before.get(key) for r in first]
+    for arm in arms:
+        runs = [r for r in results if r.arm == arm]
+        name = STAGE_NAMES["rl"] + (f" ({arm})" if len(arms) > 1 else "")
+        yield name, lambda key, runs=runs: [r.after.get(key) for r in runs]
 
 
 def results_table(results: list[RunResult], teacher: dict[str, float], games: int) -> str:
-    """Markdown: one row per stage, mean [min-max] over the seeds' results (the teacher is
-    scripted: one row of its own evaluation)."""
+    """Markdown: one row per stage (an RL row per arm), mean [min-max] over the seeds' results
+    (the teacher is scripted: one row of its own evaluation)."""
     header = ["model", *(title for title, *_ in TABLE_COLUMNS)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for stage in STAGES:
-        values = stage_values(stage, results, teacher)
+    for name, values in table_rows(results, teacher):
         cells = []
         for _, opponent, metrics, scale in TABLE_COLUMNS:
             opponents = (opponent,) if opponent else tuple(OPPONENTS)
             cells.append(" / ".join(cell(values(f"{o}/game/{m}"), scale, games)
                                     for o in opponents for m in metrics))  # fmt: skip
-        lines.append("| " + " | ".join([STAGE_NAMES[stage], *cells]) + " |")
+        lines.append("| " + " | ".join([name, *cells]) + " |")
     return "\n".join(lines)
 
 
@@ -289,20 +310,24 @@ TRAINING_METRICS = ["reward/mean", "game/invalid", "game/invalid_moves", "game/d
 """the RL runs' curves drawn in training.png"""
 
 
-def run(out: Path, size: RecipeSize, seeds: list[int]) -> list[RunResult]:
-    """The teacher's evaluation, the SFT student, every seed's RL run; then the table."""
+def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("cispo",)):
+    """The teacher's evaluation, the SFT student, every seed's RL run of each arm; the table."""
+    from rlve.config import TrainerConfig
+    from rlve.models.precision import resolve_dtype
     from rlve.rollout.records import write_text_atomically
 
+    # "auto" made concrete, so the stored settings say which dtype the results ran in
+    size = replace(size, dtype=resolve_dtype(size.dtype, TrainerConfig().device))
     teacher = teacher_scores(out, size)
     print_stage(f"teacher (minimax, {size.teacher_noise:.0%} noise)", teacher)
 
     def table(results: list[RunResult]) -> str:
         return results_table(results, teacher, size.eval_games)
 
-    results = run_experiment(experiment(size), out, seeds, table=table)
+    results = run_experiment(experiment(size, arms), out, seeds, table=table)
     for result in results:
         print_stage(f"seed {result.seed}, SFT student", result.before)
-        print_stage(f"seed {result.seed}, RL student", result.after)
+        print_stage(f"seed {result.seed}, RL student ({result.arm})", result.after)
     write_text_atomically(out / "table.md", table(results) + "\n")
     print(f"\nTic-tac-toe recipe, {size.model}, {len(seeds)} seed(s) {seeds}, {size.eval_games} "
           f"games per opponent, temperature {size.temperature}: "
@@ -321,11 +346,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="the student, with the sizes made for it")  # fmt: skip
     parser.add_argument("--invalid-penalty", choices=("flat", "per_move"),
                         help="the RL rubric's invalid-move penalty")  # fmt: skip
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=["cispo"],
+                        help="the RL arms to run from the SFT student (see ARMS)")  # fmt: skip
     args = parser.parse_args(argv)
     size = SIZES[args.model]
     if args.invalid_penalty:
         size = replace(size, invalid_penalty=args.invalid_penalty)
-    run(Path(args.out), size, args.seeds)
+    run(Path(args.out), size, args.seeds, args.arms)
 
 
 if __name__ == "__main__":  # vLLM starts worker processes that re-import this file
