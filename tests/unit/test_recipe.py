@@ -20,9 +20,9 @@ def scores(draw_vs_optimal, invalid, fmt=1.0, mistakes=True):
     return stage
 
 
-def result(draw_vs_optimal, invalid, seed=0):
+def result(draw_vs_optimal, invalid, seed=0, arm="cispo"):
     stage = scores(draw_vs_optimal, invalid)
-    return RunResult("cispo", seed, stage, stage, {}, 1.0, {})
+    return RunResult(arm, seed, stage, stage, {}, 1.0, {})
 
 
 def test_the_table_shows_the_mean_and_the_range_over_seeds():
@@ -59,6 +59,28 @@ def test_the_rl_run_is_the_cispo_experiment_scaled_down(tmp_path):
     assert config.env.args["tictactoe"]["rules"] == "short"
     assert config.rollout.groups_per_step * config.rollout.group_size == 64
     assert DEMO.model == RECIPE.model == "smollm2-135m" and TINY.model == "tiny"
+
+
+def test_each_arm_has_an_rl_row_and_the_first_arm_scores_the_sft_student():
+    results = [result(0.5, 0.2), result(0.1, 0.0, arm="turn"), result(0.3, 0.0, arm="self")]
+    rows = [line.split(" | ") for line in results_table(results, scores(0.6, 0.0), 200)
+            .splitlines()[2:]]  # fmt: skip
+    assert [row[0] for row in rows] == ["| teacher", "| SFT student", "| RL student (cispo)",
+                                        "| RL student (turn)", "| RL student (self)"]  # fmt: skip
+    assert rows[1][1] == "0.0 (0-2) / 50.0 (43-57) / 50.0 (43-57)"  # the cispo run's "before"
+    assert rows[3][1] == "0.0 (0-2) / 10.0 (7-15) / 90.0 (85-93)"
+    assert rows[4][1] == "0.0 (0-2) / 30.0 (24-37) / 70.0 (63-76)"
+
+
+def test_the_turn_and_self_arms_change_only_credit_and_opponent(tmp_path):
+    recipe = experiment(RECIPE, ["cispo", "turn", "self"])
+    configs = {arm.name: load_run_config(run_overrides(recipe, arm, tmp_path, 0, tmp_path))
+               for arm in recipe.arms}  # fmt: skip
+    game = {name: config.env.args["tictactoe"] for name, config in configs.items()}
+    assert [configs[n].trainer.credit for n in ("cispo", "turn", "self")] == [
+        "episode", "turn", "episode"]  # fmt: skip
+    assert game["turn"] == {**game["cispo"], "mistake_penalty": 0.25}
+    assert game["self"] == {**game["cispo"], "opponent": "self", "scripted_fraction": 0.5}
 
 
 def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
