@@ -61,6 +61,11 @@ class RemoteVLLMEngine:
             self._models = [self._call(self._wait_until_up(i)) for i in range(len(self.urls))]
             self._workers = [len(self._call(self._rpc(i, "rlve_worker_rank")))
                              for i in range(len(self.urls))]  # fmt: skip
+            # a push travels in the servers' dtype: half the bytes from a float32 trainer
+            # to bf16 servers
+            self.served_dtype = served_dtype(
+                [self._call(self._rpc(i, "rlve_model_dtype")) for i in range(len(self.urls))]
+            )
             if settings.weight_transport == "shared_memory":
                 self._files = SharedMemoryTransport()
             else:
@@ -177,8 +182,8 @@ class RemoteVLLMEngine:
         """Load new weights into every server; returns the seconds it took."""
         start = time.perf_counter()
         timeout = self.settings.request_timeout_s
-        push_weights(named_tensors, version, self._everywhere, timeout,
-                     files=self._files, broadcaster=self._broadcaster)  # fmt: skip
+        push_weights(named_tensors, version, self._everywhere, timeout, files=self._files,
+                     broadcaster=self._broadcaster, engine_dtype=self.served_dtype)  # fmt: skip
         resets = [self._post(i, "/reset_prefix_cache", {}) for i in range(len(self.urls))]
         self._call(gather(*resets))
         self.weight_version = version
@@ -202,6 +207,13 @@ class RemoteVLLMEngine:
 
     def __exit__(self, *exc_info) -> None:
         self.shutdown()
+
+
+def served_dtype(per_server: list[list[str]]) -> str | None:
+    """The one dtype every worker of every server reports, or None when they differ (then each
+    tensor travels in the trainer's dtype and every server rounds it to its own)."""
+    dtypes = {dtype for workers in per_server for dtype in workers}
+    return dtypes.pop() if len(dtypes) == 1 else None
 
 
 async def _new_client(timeout_s: float) -> httpx.AsyncClient:

@@ -24,6 +24,10 @@ class WeightSyncExtension:
         """This worker's rank in its engine (a server's caller counts its workers with it)."""
         return self.rank
 
+    def rlve_model_dtype(self) -> str:
+        """The dtype the model is served in, by vLLM's name ("bfloat16", "float32", ...)."""
+        return str(self.model_config.dtype).removeprefix("torch.")
+
     def rlve_join_weight_group(
         self,
         host: str,

@@ -92,6 +92,7 @@ def test_a_trainer_pushes_into_a_separate_server_and_it_serves_those_weights(ser
         with torch.no_grad():
             for parameter in trainer.model.parameters():
                 parameter.add_(torch.randn_like(parameter) * 0.02)
+        assert engine.served_dtype == "float32"  # RLVE_AUTO_DTYPE (tests/conftest.py)
         seconds = engine.push_weights(trainer.named_weights_for_inference(), version=1)
         served = engine.prompt_logprobs(probe)
         mine = trainer_logprobs(trainer, probe)

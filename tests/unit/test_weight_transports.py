@@ -123,6 +123,13 @@ def test_a_bfloat16_engine_gets_float32_weights_as_bfloat16_and_nothing_wider(tm
     files.close()
 
 
+def test_separate_servers_get_their_common_dtype_and_none_when_they_differ():
+    from rlve.inference.remote_engine import served_dtype
+
+    assert served_dtype([["bfloat16", "bfloat16"], ["bfloat16"]]) == "bfloat16"
+    assert served_dtype([["bfloat16"], ["float32"]]) is None  # each rounds a float32 push
+
+
 def finished(value) -> concurrent.futures.Future:
     future: concurrent.futures.Future = concurrent.futures.Future()
     future.set_result(value)
