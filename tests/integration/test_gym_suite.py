@@ -104,7 +104,7 @@ def run_suite(names: list[str], pool: VerifierPool | None) -> tuple[list[Outcome
 @pytest.mark.parametrize("prefix", ["rlve-gym/", "reasoning-gym/", "rlve/"])
 def test_sample_of_each_family_generates_and_verifies(prefix):
     names = sample(prefix)
-    assert len(names) == (3 if prefix == "rlve/" else 10)
+    assert len(names) == (4 if prefix == "rlve/" else 10)
     outcomes, _ = run_suite(names, pool=None)
     failures = [f"{o.name}@{o.difficulty}: {o.problem_ok}" for o in outcomes if o.problem_ok]
     assert failures == []

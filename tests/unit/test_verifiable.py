@@ -127,6 +127,8 @@ def test_dataset_rows_carry_seed_difficulty_and_problem():
 
 def test_difficulty_raises_the_size_parameter():
     assert [len(SortingEnv().generate(0, d).data["numbers"]) for d in range(4)] == [3, 5, 7, 9]
+    fine = verifiable_env("rlve/sorting_fine")
+    assert [len(fine.generate(0, d).data["numbers"]) for d in range(4)] == [3, 4, 5, 6]
     assert [MultiplicationEnv().generate(0, d).parameters["digits"] for d in range(3)] == [1, 2, 3]
     for d, pieces in enumerate([6, 4, 2, 0, 0]):
         board = board_from_string(TicTacToeBestMoveEnv().generate(d, d).data["board"])
@@ -255,6 +257,7 @@ def test_list_environments_has_every_family():
 def test_expand_env_names_resolves_globs_and_refuses_unknown_patterns():
     assert expand_env_names(["rlve/s*", "rlve-gym/Sorting", "rlve/sorting"]) == [
         "rlve/sorting",
+        "rlve/sorting_fine",
         "rlve-gym/Sorting",
     ]
     assert "rlve-gym/SubsetSum" in expand_env_names(["rlve-gym/Subset*"])

@@ -1,6 +1,8 @@
-"""Three verifiable environments of our own, small enough to read as examples of the interface.
+"""Verifiable environments of our own, small enough to read as examples of the interface.
 
 - `rlve/sorting`: sort 3 + 2d integers from [0, 10 * length] in ascending order.
+- `rlve/sorting_fine`: the same with one more integer per level (3 + d), for a curriculum that
+  climbs in small steps.
 - `rlve/multiplication`: multiply two numbers of d + 1 digits each.
 - `rlve/tictactoe_best_move`: name a minimax-best move for X; the board holds 2 * (3 - d) pieces
   (6 at d = 0, none from d = 3 on), so higher difficulty means a deeper game tree.
@@ -71,6 +73,16 @@ class SortingEnv(VerifiableEnv):
             )
         right = sum(a == b for a, b in zip(given, expected, strict=True))
         return self.verdict((right / len(expected)) ** self.beta)
+
+
+class FineSortingEnv(SortingEnv):
+    """Sorting with one more integer per difficulty level."""
+
+    name = "rlve/sorting_fine"
+
+    @staticmethod
+    def length(difficulty: int) -> int:
+        return 3 + difficulty
 
 
 class MultiplicationEnv(VerifiableEnv):
@@ -146,6 +158,7 @@ def _random_position(rng: random.Random, pieces: int):
 
 
 BUILTIN_ENVS: dict[str, type[VerifiableEnv]] = {
-    cls.name: cls for cls in (SortingEnv, MultiplicationEnv, TicTacToeBestMoveEnv)
+    cls.name: cls
+    for cls in (SortingEnv, FineSortingEnv, MultiplicationEnv, TicTacToeBestMoveEnv)
 }
 """our own verifiable environments by registry name"""
