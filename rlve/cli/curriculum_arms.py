@@ -1,15 +1,19 @@
-"""RLVE's central claim at laptop scale: adaptive difficulty against a static range, same compute.
+"""RLVE's central claim: adaptive difficulty against a static range, same compute.
 
-    python -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum
+    python -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum     # tiny model
+    python -m rlve.cli.curriculum_arms --setup smollm2 --seeds 0 1 2            # SmolLM2-135M
 
-1. A short SFT warm-up of the embedded tiny model on rlve/multiplication's own solutions at the
-   lowest difficulty (the output contract; shared by every run, written once).
+A `Setup` is an environment and a model (SETUPS: the embedded tiny model on
+rlve/multiplication, SmolLM2-135M-Instruct on rlve/sorting_fine, one more number per level).
+1. A short SFT warm-up on the environment's own solutions at its lowest difficulties (the output
+   contract; shared by every run, written once).
 2. Two arms from that model, each with every seed and the same steps and rollouts per step:
-   `+experiment=multiplication_adaptive` (the RLVE window) and `+experiment=multiplication_static`
-   (difficulty uniform over 0-3). Each arm is one `python -m rlve.train` command; the commands
+   `+experiment=<setup.experiments>_adaptive` (the RLVE window) and `..._static` (difficulty
+   uniform over a fixed range). Each arm is one `python -m rlve.train` command; the commands
    are printed.
-3. After the last step, on the run's own engine: accuracy at every difficulty 0-3 (fresh problems
-   never trained on, the same for every run, at the training temperature).
+3. Before the first step and after the last, on the run's own engine: accuracy at each evaluated
+   difficulty (fresh problems never trained on, the same for every run, at the training
+   temperature).
 4. A table (mean [min-max] over seeds) and plots: effective prompt ratio and reward over steps,
    the adaptive window (rlve.cli.experiment runs the arms). Finished runs are skipped when
    started again.
@@ -19,24 +23,60 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from statistics import fmean
 
 from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
 
-ENV = "rlve/multiplication"
 ARMS = ("adaptive", "static")
-EVAL_DIFFICULTIES = tuple(range(4))
-EVAL_PROBLEMS = 32
-"""problems per difficulty in the final evaluation"""
 EVAL_SEED = 777_000
 """seed of the evaluation problems (the training runs draw theirs from other seeds)"""
-SFT_DIFFICULTIES = (0,)
-SFT_PER_DIFFICULTY = 800
-SFT_STEPS = 400
 
 
-def sft_model(out: Path) -> Path:
+@dataclass(frozen=True)
+class Setup:
+    """An environment and a model to compare the arms on, with its warm-up and evaluation."""
+
+    env: str
+    """the verifiable environment (one with difficulty levels)"""
+    model: str
+    """the starting model before its SFT warm-up: a built-in name, a directory or a hub id"""
+    experiments: str
+    """the arms' Hydra experiments are `<experiments>_adaptive` and `<experiments>_static`"""
+    sft_difficulties: tuple[int, ...]
+    """levels whose reference answers the warm-up trains on"""
+    sft_per_difficulty: int
+    """problems per warm-up level"""
+    sft_steps: int
+    """warm-up optimizer steps (cosine schedule, 10% warm-up)"""
+    sft_batch: int
+    """sequences per warm-up step"""
+    sft_lr: float
+    """warm-up peak learning rate"""
+    dtype: str
+    """the warm-up's compute dtype ("auto": bfloat16 where the device has it natively)"""
+    eval_difficulties: tuple[int, ...]
+    """levels whose accuracy is measured before and after"""
+    eval_problems: int
+    """problems per evaluated level"""
+
+
+SETUPS = {
+    "tiny": Setup("rlve/multiplication", "tiny", "multiplication", sft_difficulties=(0,),
+                  sft_per_difficulty=800, sft_steps=400, sft_batch=32, sft_lr=3e-3,
+                  dtype="float32", eval_difficulties=(0, 1, 2, 3), eval_problems=32),
+    "smollm2": Setup("rlve/sorting_fine", "smollm2-135m", "sorting_fine",
+                     sft_difficulties=(0, 1, 2), sft_per_difficulty=64, sft_steps=24,
+                     sft_batch=8, sft_lr=1e-5, dtype="auto", eval_difficulties=(0, 1, 2, 3, 4),
+                     eval_problems=96),
+}  # fmt: skip
+"""tiny: one- to four-digit products (the embedded model never solves two digits: docs/results.md
+section 3); smollm2: sorting 3 to 7 numbers, where SmolLM2 sorts about a third of 3-number lists
+after the warm-up and more than half after 24 RL steps (docs/results.md section 4)"""
+
+
+def sft_model(out: Path, setup: Setup) -> Path:
     """The shared warm-up: SFT on reference answers at the lowest difficulties (once)."""
     from rlve.config import TrainerConfig
     from rlve.envs import load_environment
@@ -47,57 +87,58 @@ def sft_model(out: Path) -> Path:
     if (path / "config.json").exists():
         print(f"SFT model: {path} (already there)")
         return path
-    env = load_environment(ENV, num_examples=1)
-    data = reference_answer_data(env, load_tokenizer("tiny"), SFT_DIFFICULTIES, SFT_PER_DIFFICULTY)
-    config = TrainerConfig(model="tiny", dtype="float32", lr=3e-3, max_steps=SFT_STEPS,
-                           lr_schedule="cosine", warmup_steps=SFT_STEPS // 10)  # fmt: skip
-    path, losses = sft_warmup(data, config, path, batch_size=32)
-    print(f"SFT on {len(data)} solved problems (difficulties {SFT_DIFFICULTIES}): "
+    env = load_environment(setup.env, num_examples=1)
+    data = reference_answer_data(env, load_tokenizer(setup.model), setup.sft_difficulties,
+                                 setup.sft_per_difficulty)  # fmt: skip
+    config = TrainerConfig(model=setup.model, dtype=setup.dtype, lr=setup.sft_lr,
+                           max_steps=setup.sft_steps, lr_schedule="cosine",
+                           warmup_steps=max(1, setup.sft_steps // 10))  # fmt: skip
+    path, losses = sft_warmup(data, config, path, batch_size=setup.sft_batch)
+    print(f"SFT on {len(data)} solved problems (difficulties {setup.sft_difficulties}): "
           f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; model: {path}")  # fmt: skip
     return path
 
 
-def accuracy_by_difficulty(engine, temperature: float, max_tokens: int) -> dict[int, float]:
+def accuracy_by_difficulty(engine, setup: Setup, temperature: float, max_tokens: int):
+    """Accuracy on `setup.eval_problems` fresh problems at each evaluated difficulty."""
     from rlve.envs import load_environment
     from rlve.evaluation import evaluate
     from rlve.inference.engine import SamplingConfig
 
     sampling = SamplingConfig(temperature=temperature, max_tokens=max_tokens)
     accuracy = {}
-    for d in EVAL_DIFFICULTIES:
-        env = load_environment(ENV, num_examples=EVAL_PROBLEMS, seed=EVAL_SEED, difficulties=[d])
-        result = evaluate(env, engine, EVAL_PROBLEMS, seed=0, sampling=sampling)
+    for d in setup.eval_difficulties:
+        env = load_environment(setup.env, num_examples=setup.eval_problems, seed=EVAL_SEED,
+                               difficulties=[d])  # fmt: skip
+        result = evaluate(env, engine, setup.eval_problems, seed=0, sampling=sampling)
         accuracy[d] = result.summary["reward/accuracy"]
     return accuracy
 
 
-def experiment() -> Experiment:
+def experiment(setup: Setup) -> Experiment:
     """Both arms from the shared warm-up; accuracy per difficulty before and after each run."""
 
     def score(engine, config, seed: int) -> dict[str, float]:
         accuracy = accuracy_by_difficulty(
-            engine, config.trainer.temperature, config.rollout.max_tokens
+            engine, setup, config.trainer.temperature, config.rollout.max_tokens
         )
         return {f"acc d={d}": a for d, a in accuracy.items()}
 
     def from_metrics(rows: list[dict]) -> dict[str, float]:
         return {"effective prompt ratio": fmean(r["batch/effective_prompt_ratio"] for r in rows),
-                "final high": rows[-1].get(f"curriculum/{ENV}/high", math.nan)}  # fmt: skip
+                "final high": rows[-1].get(f"curriculum/{setup.env}/high", math.nan)}  # fmt: skip
 
     return Experiment(
-        name="multiplication",
+        name=setup.experiments,
         arms=[
-            Arm(arm, (f"+experiment=multiplication_{arm}", "logging.wandb_mode=disabled"))
+            Arm(arm, (f"+experiment={setup.experiments}_{arm}", "logging.wandb_mode=disabled"))
             for arm in ARMS
         ],
-        start=lambda out, seed: sft_model(out),
+        start=lambda out, seed: sft_model(out, setup),
         score=score,
         curves=["batch/effective_prompt_ratio", "reward/mean", "reward/accuracy"],
         from_metrics=from_metrics,
-        settings={
-            "sft": [SFT_DIFFICULTIES, SFT_PER_DIFFICULTY, SFT_STEPS],
-            "eval": [EVAL_PROBLEMS, EVAL_SEED],
-        },
+        settings={**asdict(setup), "eval_seed": EVAL_SEED},
     )
 
 
@@ -112,7 +153,8 @@ def level_name(level: int) -> str:
 
 
 def accuracies(scores: dict[str, float]) -> dict[int, float]:
-    return {d: scores[f"acc d={d}"] for d in EVAL_DIFFICULTIES}
+    """difficulty -> accuracy, from the "acc d=N" scores"""
+    return {int(k.removeprefix("acc d=")): a for k, a in scores.items() if k.startswith("acc d=")}
 
 
 def arms_table(results: list[RunResult]) -> str:
@@ -120,21 +162,22 @@ def arms_table(results: list[RunResult]) -> str:
     sampling), then per arm, mean [min-max] over seeds."""
     from rlve.cli.compare import mean_and_range
 
+    levels = sorted(accuracies(results[0].before))
     header = ["arm", "seeds", "effective prompt ratio", "highest level with acc >= 0.5 (per seed)",
-              *(f"acc d={d}" for d in EVAL_DIFFICULTIES)]  # fmt: skip
+              *(f"acc d={d}" for d in levels)]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     first = [r for r in results if r.arm == results[0].arm]
-    start = {d: fmean(accuracies(r.before)[d] for r in first) for d in EVAL_DIFFICULTIES}
+    start = {d: fmean(accuracies(r.before)[d] for r in first) for d in levels}
     cells = ["SFT start", "-", "-", level_name(highest_solved(start))]
-    lines.append("| " + " | ".join(cells + [f"{start[d]:.2f}" for d in EVAL_DIFFICULTIES]) + " |")
+    lines.append("| " + " | ".join(cells + [f"{start[d]:.2f}" for d in levels]) + " |")
     for arm in ARMS:
         runs = [r for r in results if r.arm == arm]
         if not runs:
             continue
         ratio = mean_and_range([r.summary["effective prompt ratio"] for r in runs])
-        levels = ", ".join(level_name(highest_solved(accuracies(r.after))) for r in runs)
-        cells = [arm, str(len(runs)), ratio, levels]
-        cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in EVAL_DIFFICULTIES]
+        highest = ", ".join(level_name(highest_solved(accuracies(r.after))) for r in runs)
+        cells = [arm, str(len(runs)), ratio, highest]
+        cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in levels]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -144,17 +187,26 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default="runs/curriculum")
+    parser.add_argument("--setup", choices=sorted(SETUPS), default="tiny",
+                        help="the environment and model (SETUPS)")  # fmt: skip
+    parser.add_argument("--out", help="default: runs/curriculum (tiny), runs/curriculum_<setup>")
     args = parser.parse_args(argv)
     from rlve.cli.compare import plot_arms
+    from rlve.config import TrainerConfig
+    from rlve.models.precision import resolve_dtype
 
-    out = Path(args.out)
-    results = run_experiment(experiment(), out, args.seeds, table=arms_table)
+    setup = SETUPS[args.setup]
+    # "auto" made concrete, so the stored settings say which dtype the warm-up ran in
+    setup = replace(setup, dtype=resolve_dtype(setup.dtype, TrainerConfig().device))
+    default_out = "runs/curriculum" + ("" if args.setup == "tiny" else f"_{args.setup}")
+    out = Path(args.out or default_out)
+    results = run_experiment(experiment(setup), out, args.seeds, table=arms_table)
     adaptive = [out / "adaptive" / f"seed{s}" for s in args.seeds]
-    window = plot_arms({"adaptive": adaptive}, [f"curriculum/{ENV}/high"],
+    window = plot_arms({"adaptive": adaptive}, [f"curriculum/{setup.env}/high"],
                        out / "adaptive_window.png")  # fmt: skip
     print(f"wrote {window}")
-    print(f"\n{ENV}, {len(args.seeds)} seeds, accuracy on {EVAL_PROBLEMS} problems per level:\n")
+    print(f"\n{setup.env}, {setup.model}, {len(args.seeds)} seeds, accuracy on "
+          f"{setup.eval_problems} problems per level:\n")  # fmt: skip
     print(arms_table(results))
 
 

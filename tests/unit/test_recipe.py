@@ -97,3 +97,38 @@ def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
     assert lines[3].startswith("| adaptive | 2 | 0.35 [0.30-0.40] | 0, 0 | 0.60 [0.50-0.70] |")
     assert lines[4].startswith("| static | 1 | 0.20 | none | 0.40 |")
     assert highest_solved({0: 0.9, 1: 0.5, 2: 0.4}) == 1
+
+
+def test_the_smollm2_curriculum_arms_differ_only_in_how_levels_are_drawn(tmp_path):
+    from dataclasses import asdict
+
+    from rlve.cli.curriculum_arms import SETUPS
+    from rlve.cli.curriculum_arms import experiment as curriculum
+
+    setup = SETUPS["smollm2"]
+    runs = curriculum(setup)
+    adaptive, static = (asdict(load_run_config(run_overrides(runs, arm, tmp_path, 1, tmp_path)))
+                        for arm in runs.arms)  # fmt: skip
+    assert adaptive["env"]["names"] == static["env"]["names"] == [setup.env]
+    assert adaptive["env"]["curriculum"]["enabled"] and not static["env"]["curriculum"]["enabled"]
+    assert static["env"]["default_args"]["difficulties"] == list(setup.eval_difficulties)
+    for section in ("trainer", "rollout", "inference"):
+        assert adaptive[section] == static[section]
+
+
+def sorts_up_to_five(messages) -> str:
+    """A scripted solver of rlve/sorting_fine that sorts lists of at most five numbers."""
+    numbers = [int(n) for n in messages[-1]["content"].splitlines()[1].split()]
+    answer = sorted(numbers) if len(numbers) <= 5 else numbers
+    return f"<answer>{' '.join(map(str, answer))}</answer>"
+
+
+def test_the_curriculum_scores_accuracy_at_each_evaluated_level():
+    from dataclasses import replace
+
+    from rlve.cli.curriculum_arms import SETUPS, accuracy_by_difficulty
+    from rlve.inference.scripted import ScriptedEngine
+
+    setup = replace(SETUPS["smollm2"], eval_problems=8)
+    accuracy = accuracy_by_difficulty(ScriptedEngine(sorts_up_to_five), setup, 1.0, 48)
+    assert accuracy == {0: 1.0, 1: 1.0, 2: 1.0, 3: 0.0, 4: 0.0}  # 3, 4, 5 numbers; 6 and 7
