@@ -306,7 +306,7 @@ def results_table(results: list[RunResult], teacher: dict[str, float], games: in
 
 
 TRAINING_METRICS = ["reward/mean", "game/invalid", "game/invalid_moves", "game/draw", "game/win",
-                    "train/clip_frac", "train/ratio_max"]  # fmt: skip
+                    "game/mistakes", "train/clip_frac", "train/ratio_max"]  # fmt: skip
 """the RL runs' curves drawn in training.png"""
 
 
