@@ -158,7 +158,6 @@ def _random_position(rng: random.Random, pieces: int):
 
 
 BUILTIN_ENVS: dict[str, type[VerifiableEnv]] = {
-    cls.name: cls
-    for cls in (SortingEnv, FineSortingEnv, MultiplicationEnv, TicTacToeBestMoveEnv)
+    cls.name: cls for cls in (SortingEnv, FineSortingEnv, MultiplicationEnv, TicTacToeBestMoveEnv)
 }
 """our own verifiable environments by registry name"""
