@@ -59,13 +59,12 @@ class RemoteVLLMEngine:
         self._client: httpx.AsyncClient = self._call(_new_client(settings.request_timeout_s))
         try:
             self._models = [self._call(self._wait_until_up(i)) for i in range(len(self.urls))]
-            self._workers = [len(self._call(self._rpc(i, "rlve_worker_rank")))
-                             for i in range(len(self.urls))]  # fmt: skip
-            # a push travels in the servers' dtype: half the bytes from a float32 trainer
-            # to bf16 servers
-            self.served_dtype = served_dtype(
-                [self._call(self._rpc(i, "rlve_model_dtype")) for i in range(len(self.urls))]
-            )
+            # one answer per worker: the servers' worker counts, and the dtype a push travels
+            # in (half the bytes from a float32 trainer to bf16 servers)
+            per_server = [self._call(self._rpc(i, "rlve_model_dtype"))
+                          for i in range(len(self.urls))]  # fmt: skip
+            self._workers = [len(workers) for workers in per_server]
+            self.served_dtype = served_dtype(per_server)
             if settings.weight_transport == "shared_memory":
                 self._files = SharedMemoryTransport()
             else:

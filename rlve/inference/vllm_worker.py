@@ -20,12 +20,9 @@ class WeightSyncExtension:
         )
         return version
 
-    def rlve_worker_rank(self) -> int:
-        """This worker's rank in its engine (a server's caller counts its workers with it)."""
-        return self.rank
-
     def rlve_model_dtype(self) -> str:
-        """The dtype the model is served in, by vLLM's name ("bfloat16", "float32", ...)."""
+        """The dtype the model is served in, by vLLM's name ("bfloat16", "float32", ...); a
+        server's caller also counts its workers by the answers."""
         return str(self.model_config.dtype).removeprefix("torch.")
 
     def rlve_join_weight_group(
