@@ -144,3 +144,34 @@ def test_names_that_do_not_load_say_why(packages, monkeypatch):
     monkeypatch.setattr(verifiers, "__version__", "0.2.0")
     with pytest.raises(ImportError, match=r"verifiers 0.2.0 is installed; rlve drives .* 0.1.9"):
         rlve.load_environment("verifiers:vf_nim")
+
+
+def test_reward_functions_that_raise_are_counted(packages, tiny_tokenizer):
+    """verifiers scores a raising reward function 0 and only logs it; rlve counts it per rollout
+    (`errors/<name>`, a `verifier_error` fault), as it counts its own rubric's."""
+
+    def fails_on_four_words(completion, answer) -> float:
+        if len(answer.split()) == 4:
+            raise ValueError("four words")
+        return 1.0
+
+    def group_fails(completions) -> list[float]:
+        raise RuntimeError("the judge is down")
+
+    vf_env = verifiers.load_environment("vf_reverse_words")
+    vf_env.rubric.add_reward_func(fails_on_four_words, weight=2.0)
+    vf_env.rubric.add_reward_func(group_fails, weight=1.0)
+    env = adapter.VerifiersEnv(vf_env, name="vf_reverse_words")
+    engine = ScriptedEngine(vp.reverse_policy, tokenizer=tiny_tokenizer)
+    result = rlve.evaluate(env, engine, num_examples=len(env))
+    trajectories = [t for g in result.groups for t in g.trajectories]
+    # 3-word sentences: 1.75 as before, + 2 x 1.0; 4-word ones: 0.25, + 2 x 0 (verifiers' 0)
+    three = [t for t in trajectories if t.reward > 1]
+    four = [t for t in trajectories if t.reward < 1]
+    assert sorted(t.reward for t in three) == [3.75, 3.75] and len(four) == 4
+    assert all(t.reward == 0.25 for t in four)
+    assert all(t.errors == {"group_fails": 1} for t in three)
+    assert all(t.errors == {"fails_on_four_words": 1, "group_fails": 1} for t in four)
+    assert all(t.fault.kind == "verifier_error" for t in trajectories)
+    assert four[0].fault.message == "fails_on_four_words: ValueError: four words"
+    assert result.summary["errors/fails_on_four_words"] == 4.0

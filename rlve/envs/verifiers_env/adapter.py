@@ -11,11 +11,17 @@ in rlve's episode state under `VF_STATE`; the rubric scores it with verifiers' o
 Model tool calls arrive as `<tool_call>` tags in the text (or structured calls); verifiers'
 tool environments read OpenAI-style `tool_calls`, so the adapter gives them that view of each
 assistant message (`verifiers_messages`), with ids `call_<turn>_<index>`.
+
+verifiers scores a reward function that raises as 0 and only logs it; the adapter also writes the
+failure into the rollout's verifiers state (`report_reward_errors`), so that rlve counts it as it
+counts its own rubric's: `errors/<function>`, and the episode as a `verifier_error` fault.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import logging
 import uuid
@@ -33,6 +39,10 @@ VF_STATE = "verifiers_state"
 
 UNLIMITED_TURNS_CAP = 64
 """rlve's turn limit for a verifiers environment without one (max_turns <= 0)"""
+
+REWARD_ERRORS = "rlve_reward_errors"
+"""the key, in a verifiers state, of {reward function name: message} for the functions that raised
+on that rollout"""
 
 SAMPLING_KEYS = {"max_tokens": "max_tokens", "max_completion_tokens": "max_tokens",
                  "temperature": "temperature", "top_p": "top_p", "stop": "stop"}  # fmt: skip
@@ -123,6 +133,7 @@ class VerifiersRubric(Rubric):
     def __init__(self, vf_rubric: Any):
         super().__init__()
         self.vf_rubric = vf_rubric
+        report_reward_errors(vf_rubric)
 
     @property
     def names(self) -> list[str]:
@@ -147,7 +158,51 @@ class VerifiersRubric(Rubric):
             metrics = vf_state.get("metrics") or {}
             scores[i].reward = float(vf_state.get("reward") or 0.0)
             scores[i].metrics = {f"reward/{key}": float(value) for key, value in metrics.items()}
+            for name, message in (vf_state.pop(REWARD_ERRORS, None) or {}).items():
+                scores[i].errors[name] = 1
+                scores[i].error = scores[i].error or f"{name}: {message}"
         return scores
+
+
+def report_reward_errors(vf_rubric: Any) -> None:
+    """Makes `vf_rubric` (and the rubrics of a RubricGroup) note under `REWARD_ERRORS` of a
+    rollout's state each reward function that raised on it, before verifiers logs the failure and
+    scores it 0 as it always does. It hooks the two methods through which verifiers' Rubric calls
+    a function on one state or on a group's states; a rubric without them is left as it is."""
+    for rubric in getattr(vf_rubric, "rubrics", None) or []:
+        report_reward_errors(rubric)
+    for method in ("_call_individual_reward_func", "_call_group_reward_func"):
+        call = getattr(vf_rubric, method, None)
+        if call is None or getattr(call, "reports_errors", False):
+            continue
+        if method.endswith("_group_reward_func"):
+            hooked = _hook(call, lambda states: states)
+        else:
+            hooked = _hook(call, lambda state: [state])
+        setattr(vf_rubric, method, hooked)
+
+
+def _hook(call, states_of):
+    """`call(func, states_arg, ...)` with `func` replaced by one that notes its failure in each of
+    `states_of(states_arg)`, then raises it on to verifiers."""
+
+    async def hooked(func, states_arg, *args, **kwargs):
+        @functools.wraps(func)  # verifiers reads the signature and the name through the wrapper
+        async def noting(*f_args, **f_kwargs):
+            try:
+                result = func(*f_args, **f_kwargs)
+                return await result if inspect.isawaitable(result) else result
+            except Exception as exc:
+                for vf_state in states_of(states_arg):
+                    vf_state.setdefault(REWARD_ERRORS, {})[func.__name__] = (
+                        f"{type(exc).__name__}: {exc}"
+                    )
+                raise
+
+        return await call(noting, states_arg, *args, **kwargs)
+
+    hooked.reports_errors = True
+    return hooked
 
 
 def verifiers_messages(messages: list[Message]) -> list[Message]:
