@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--setup", choices=sorted(SETUPS), default="tiny",
                         help="the environment and model (SETUPS)")  # fmt: skip
     parser.add_argument("--out", help="default: runs/curriculum (tiny), runs/curriculum_<setup>")
+    parser.add_argument("--table-only", action="store_true",
+                        help="train nothing: tabulate the runs already finished")  # fmt: skip
     args = parser.parse_args(argv)
     from rlve.cli.compare import plot_arms
     from rlve.config import TrainerConfig
@@ -200,12 +202,14 @@ def main(argv: list[str] | None = None) -> None:
     setup = replace(setup, dtype=resolve_dtype(setup.dtype, TrainerConfig().device))
     default_out = "runs/curriculum" + ("" if args.setup == "tiny" else f"_{args.setup}")
     out = Path(args.out or default_out)
-    results = run_experiment(experiment(setup), out, args.seeds, table=arms_table)
-    adaptive = [out / "adaptive" / f"seed{s}" for s in args.seeds]
-    window = plot_arms({"adaptive": adaptive}, [f"curriculum/{setup.env}/high"],
-                       out / "adaptive_window.png")  # fmt: skip
-    print(f"wrote {window}")
-    print(f"\n{setup.env}, {setup.model}, {len(args.seeds)} seeds, accuracy on "
+    results = run_experiment(experiment(setup), out, args.seeds, table=arms_table,
+                             train=not args.table_only)  # fmt: skip
+    adaptive = [out / "adaptive" / f"seed{r.seed}" for r in results if r.arm == "adaptive"]
+    if adaptive:
+        window = plot_arms({"adaptive": adaptive}, [f"curriculum/{setup.env}/high"],
+                           out / "adaptive_window.png")  # fmt: skip
+        print(f"wrote {window}")
+    print(f"\n{setup.env}, {setup.model}, seeds {sorted({r.seed for r in results})}, accuracy on "
           f"{setup.eval_problems} problems per level:\n")  # fmt: skip
     print(arms_table(results))
 

@@ -7,7 +7,9 @@ run's own engine before the first step and after the last (`score`). `run_experi
 atomically; started again, it skips the runs whose result was made with the same settings and
 resumes one that stopped part-way from its newest checkpoint. It
 then writes `<out>/table.md` (mean [min-max] over seeds) and `<out>/training.png` (mean line and
-min-max band per arm). The next experiment is an `Experiment`, not a copy of this loop.
+min-max band per arm). With `train=False` it trains nothing and writes both from the runs already
+finished with the same settings (a long experiment's progress). The next experiment is an
+`Experiment`, not a copy of this loop.
 """
 
 from __future__ import annotations
@@ -81,6 +83,23 @@ def run_overrides(experiment: Experiment, arm: Arm, model: Path, seed: int, run_
             f"run_name={experiment.name}_{arm.name}_seed{seed}"]  # fmt: skip
 
 
+def run_settings(experiment: Experiment, arm: Arm, model: Path | str) -> dict[str, Any]:
+    """What decides one run's result, as its result file holds it (lists, str keys)."""
+    settings = {"overrides": list(arm.overrides), "model": str(model), **experiment.settings}
+    return json.loads(json.dumps(settings))
+
+
+def finished_result(experiment: Experiment, arm: Arm, run_dir: Path) -> RunResult | None:
+    """The result in `run_dir` if it was made with this arm's and experiment's settings (from
+    the starting model it names), else None."""
+    done = run_dir / "result.json"
+    if not done.exists():
+        return None
+    result = RunResult.load(done)
+    model = result.settings.get("model", "")
+    return result if result.settings == run_settings(experiment, arm, model) else None
+
+
 def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: Path) -> RunResult:
     """One training run: scored on its own engine before the first step and after the last.
 
@@ -91,8 +110,7 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
     from rlve.rollout.records import write_text_atomically
     from rlve.train import load_run_config
 
-    settings = {"overrides": list(arm.overrides), "model": str(model), **experiment.settings}
-    settings = json.loads(json.dumps(settings))  # as the result file holds them (lists, str keys)
+    settings = run_settings(experiment, arm, model)
     done, started_file = run_dir / "result.json", run_dir / "started.json"
     if done.exists() and RunResult.load(done).settings == settings:
         print(f"{arm.name}, seed {seed}: already done ({done})")
@@ -142,10 +160,15 @@ def _resumable(run_dir: Path, settings: dict, max_steps: int) -> bool:
 
 
 def run_experiment(
-    experiment: Experiment, out: Path, seeds: Sequence[int], table: Callable | None = None
+    experiment: Experiment,
+    out: Path,
+    seeds: Sequence[int],
+    table: Callable | None = None,
+    train: bool = True,
 ) -> list[RunResult]:
     """Every arm for every seed (finished ones skipped), then table.md and training.png.
-    `table(results) -> markdown` replaces the default `scores_table`."""
+    `table(results) -> markdown` replaces the default `scores_table`. With `train=False`: only
+    the (arm, seed) runs already finished with these settings, the others named and left out."""
     from rlve.cli.compare import plot_arms
     from rlve.rollout.records import write_text_atomically
 
@@ -153,12 +176,22 @@ def run_experiment(
     results = []
     for seed in seeds:
         print(f"\n== seed {seed}", flush=True)
-        model = experiment.start(out, seed)
+        model = experiment.start(out, seed) if train else None
         for arm in experiment.arms:
-            results.append(run_one(experiment, arm, model, seed, out / arm.name / f"seed{seed}"))
+            run_dir = out / arm.name / f"seed{seed}"
+            if train:
+                results.append(run_one(experiment, arm, model, seed, run_dir))
+            elif (result := finished_result(experiment, arm, run_dir)) is not None:
+                results.append(result)
+            else:
+                print(f"{arm.name}, seed {seed}: not finished with these settings, left out")
+    if not results:
+        raise ValueError(f"no run in {out} finished with these settings: nothing to tabulate")
     markdown = (table or scores_table)(results)
     write_text_atomically(out / "table.md", markdown + "\n")
-    runs = {arm.name: [out / arm.name / f"seed{s}" for s in seeds] for arm in experiment.arms}
+    runs: dict[str, list[Path]] = {}
+    for result in results:
+        runs.setdefault(result.arm, []).append(out / result.arm / f"seed{result.seed}")
     print(f"wrote {plot_arms(runs, experiment.curves, out / 'training.png', smooth=3)}")
     return results
 

@@ -310,8 +310,10 @@ TRAINING_METRICS = ["reward/mean", "game/invalid", "game/invalid_moves", "game/d
 """the RL runs' curves drawn in training.png"""
 
 
-def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("cispo",)):
-    """The teacher's evaluation, the SFT student, every seed's RL run of each arm; the table."""
+def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("cispo",),
+        train: bool = True):  # fmt: skip
+    """The teacher's evaluation, the SFT student, every seed's RL run of each arm; the table
+    (`train=False`: of the runs already finished, training nothing)."""
     from rlve.config import TrainerConfig
     from rlve.models.precision import resolve_dtype
     from rlve.rollout.records import write_text_atomically
@@ -324,14 +326,16 @@ def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("c
     def table(results: list[RunResult]) -> str:
         return results_table(results, teacher, size.eval_games)
 
-    results = run_experiment(experiment(size, arms), out, seeds, table=table)
+    results = run_experiment(experiment(size, arms), out, seeds, table=table, train=train)
     for result in results:
         print_stage(f"seed {result.seed}, SFT student", result.before)
         print_stage(f"seed {result.seed}, RL student ({result.arm})", result.after)
     write_text_atomically(out / "table.md", table(results) + "\n")
-    print(f"\nTic-tac-toe recipe, {size.model}, {len(seeds)} seed(s) {seeds}, {size.eval_games} "
-          f"games per opponent, temperature {size.temperature}: "
-          f"{'mean [min-max] over seeds' if len(seeds) > 1 else '95% intervals'}\n")  # fmt: skip
+    runs = ", ".join(f"{arm} seeds {[r.seed for r in results if r.arm == arm]}"
+                     for arm in dict.fromkeys(r.arm for r in results))  # fmt: skip
+    print(f"\nTic-tac-toe recipe, {size.model} ({runs}), {size.eval_games} games per opponent, "
+          f"temperature {size.temperature}: mean [min-max] over seeds; a single seed's rates "
+          "with their 95% interval\n")  # fmt: skip
     print(table(results))
     return results
 
@@ -348,11 +352,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="the RL rubric's invalid-move penalty")  # fmt: skip
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=["cispo"],
                         help="the RL arms to run from the SFT student (see ARMS)")  # fmt: skip
+    parser.add_argument("--table-only", action="store_true",
+                        help="train nothing: tabulate the runs already finished")  # fmt: skip
     args = parser.parse_args(argv)
     size = SIZES[args.model]
     if args.invalid_penalty:
         size = replace(size, invalid_penalty=args.invalid_penalty)
-    run(Path(args.out), size, args.seeds, args.arms)
+    run(Path(args.out), size, args.seeds, args.arms, train=not args.table_only)
 
 
 if __name__ == "__main__":  # vLLM starts worker processes that re-import this file

@@ -59,6 +59,16 @@ def test_arms_over_seeds_are_scored_tabled_plotted_and_not_redone(tmp_path):
     changed = run_experiment(experiment(3, starts), tmp_path, [0])
     assert [r.after["steps"] for r in changed] == [3.0, 3.0]
 
+    # train=False tabulates what is finished with the settings asked for, and starts nothing
+    started = list(starts)
+    done = run_experiment(experiment(3, starts), tmp_path, [0, 1], train=False)
+    assert [(r.arm, r.seed, r.after["steps"]) for r in done] == [("a", 0, 3.0), ("b", 0, 3.0)]
+    done = run_experiment(experiment(2, starts), tmp_path, [0, 1], train=False)
+    assert [(r.arm, r.seed, r.after["steps"]) for r in done] == [("a", 1, 2.0), ("b", 1, 2.0)]
+    assert starts == started
+    with pytest.raises(ValueError, match="no run .* finished with these settings"):
+        run_experiment(experiment(4, starts), tmp_path, [0, 1], train=False)
+
 
 @pytest.mark.slow
 def test_a_run_killed_part_way_resumes_with_the_scores_it_took_first(tmp_path):
