@@ -25,6 +25,7 @@ from rlve.envs.tictactoe.game import (
     X_MARK,
     Board,
     is_over,
+    mistake_at_stake,
     mistake_kind,
     parse_board,
     parse_move,
@@ -106,16 +107,39 @@ def x_mistakes(row: dict) -> list[str]:
     return [kind for *_, kind in replayed_moves(row) if kind]
 
 
+def x_chances(row: dict) -> list[tuple[str, str | None]]:
+    """(the mistake at stake, the mistake made or None) for each move X played in a position
+    where some move gives up its best result (`mistake_at_stake`)."""
+    board: Board = EMPTY_BOARD
+    chances = []
+    for player, _, _, after, kind in replayed_moves(row):
+        if after is None:  # refused: the position did not change
+            continue
+        if player == X_MARK and not is_over(board) and (stake := mistake_at_stake(board, X_MARK)):
+            chances.append((stake, kind))
+        board = after
+    return chances
+
+
 def mistakes_table(rows: list[dict]) -> str:
-    """Mistakes per game by kind, and the share of games with each, over `rows`."""
+    """Per kind over `rows`: mistakes per game, the share of games with one, the chances per game
+    (moves where that mistake was possible) and the share of chances taken as mistakes. A kind
+    can grow per game only because its chances did: fewer forks let through means longer games
+    and more threats to block."""
     per_game = [Counter(x_mistakes(row)) for row in rows]
+    chances = Counter(stake for row in rows for stake, _ in x_chances(row))
     n = max(len(rows), 1)
-    lines = [f"{len(rows)} games: mistakes of X per game, and the share of games with one",
-             f"  {'kind':<14} {'per game':>8} {'games %':>8}"]  # fmt: skip
+    header = f"{'per game':>8} {'games %':>8} {'chances':>8} {'missed %':>8}"
+    lines = [f"{len(rows)} games: X's mistakes per game, % of games with one, chances per game "
+             "(moves where it was possible), % of chances missed",
+             f"  {'kind':<14} {header}"]  # fmt: skip
     for kind in (*MISTAKE_KINDS, None):
         counts = [sum(c.values()) if kind is None else c[kind] for c in per_game]
+        possible = sum(chances.values()) if kind is None else chances[kind]
+        missed = f"{100 * sum(counts) / possible:.1f}" if possible else "-"
         lines.append(f"  {kind or 'any':<14} {sum(counts) / n:>8.2f} "
-                     f"{100 * sum(x > 0 for x in counts) / n:>8.1f}")  # fmt: skip
+                     f"{100 * sum(x > 0 for x in counts) / n:>8.1f} {possible / n:>8.2f} "
+                     f"{missed:>8}")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -3,9 +3,9 @@
 import json
 
 import rlve
-from rlve.cli.games import game_moves, main, render, x_mistakes
+from rlve.cli.games import game_moves, main, render, x_chances, x_mistakes
 from rlve.envs.tictactoe import minimax_policy
-from rlve.envs.tictactoe.game import parse_board
+from rlve.envs.tictactoe.game import MISTAKE_KINDS, parse_board
 from rlve.rollout import ScriptedEngine
 from rlve.rollout.records import trajectory_row
 
@@ -67,11 +67,19 @@ def test_mistakes_are_marked_where_made_and_tallied_by_kind(tmp_path, capsys):
         assert len(kinds) == row["metrics"]["game/mistakes"]  # the environment's own count
         assert len(kinds) >= (row in lost)
         assert render(row).count("  <- ") == len(kinds)
+        chances = x_chances(row)  # the environment's own count, and each mistake among them
+        for kind in MISTAKE_KINDS:
+            assert sum(s == kind for s, _ in chances) == row["metrics"][f"game/{kind}_chances"]
+        assert [made for _, made in chances if made] == kinds
+        assert all(made in (None, stake) for stake, made in chances)
     assert x_mistakes(played(minimax_policy, 0.0)[0]) == []
     path = tmp_path / "rollouts.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     main([str(path), "--mistakes"])
     table = capsys.readouterr().out.splitlines()
-    assert table[0] == f"{len(rows)} games: mistakes of X per game, and the share of games with one"
-    total = sum(len(x_mistakes(r)) for r in rows) / len(rows)
-    assert table[-1].split() == ["any", f"{total:.2f}", f"{100 * len(lost) / len(rows):.1f}"]
+    assert table[0].startswith(f"{len(rows)} games: X's mistakes per game, % of games with one")
+    made = sum(len(x_mistakes(r)) for r in rows)
+    chances = sum(len(x_chances(r)) for r in rows)
+    n = len(rows)
+    assert table[-1].split() == ["any", f"{made / n:.2f}", f"{100 * len(lost) / n:.1f}",
+                                 f"{chances / n:.2f}", f"{100 * made / chances:.1f}"]  # fmt: skip

@@ -4,7 +4,7 @@ import pytest
 
 import rlve
 from rlve.envs.tictactoe import minimax_policy, random_policy
-from rlve.envs.tictactoe.game import parse_board
+from rlve.envs.tictactoe.game import MISTAKE_KINDS, parse_board
 from rlve.rollout import ScriptedEngine
 
 
@@ -212,8 +212,11 @@ def test_mistakes_are_counted_and_their_penalty_credited_to_the_move_that_made_t
         assert sorted(t.turn_rewards).count(-0.25) == count  # one move each, no other penalty
         result = t.metrics["game/win"] + 0.5 * t.metrics["game/draw"]
         assert t.reward == pytest.approx(result + 0.2 * 1.0 - 0.25 * count)  # formatted turns
+        for kind in MISTAKE_KINDS:  # a mistake is made where it was at stake
+            assert t.metrics[f"game/{kind}_chances"] >= t.metrics[f"game/{kind}"]
     optimal = rlve.evaluate(tictactoe(0.3, num_examples=50), ScriptedEngine(minimax_policy), 50)
     assert optimal.summary["game/mistakes"] == 0.0
+    assert sum(optimal.summary[f"game/{kind}_chances"] for kind in MISTAKE_KINDS) > 0
 
 
 def test_a_negative_mistake_penalty_is_refused():

@@ -22,6 +22,7 @@ from rlve.envs.tictactoe.game import (
     free_cells,
     is_over,
     minimax_scores,
+    mistake_at_stake,
     mistake_kind,
     noisy_best_move,
     opponent_move,
@@ -400,3 +401,21 @@ def test_a_mistake_gives_up_a_won_or_drawn_result(key, mistakes, good):
 )
 def test_a_mistake_is_named_by_what_it_gave_up(key, player, cell, kind):
     assert mistake_kind(board_from_string(key), cell, player) == kind
+
+
+@pytest.mark.parametrize(
+    ("key", "stake"),
+    [
+        ("X  OO   X", "missed_block"),
+        ("XX OO    ", "missed_win"),
+        ("O   X   O", "fork_allowed"),
+        ("X       O", "fork_missed"),
+        ("XO  X    ", None),  # every move still wins
+        ("     OXXO", None),  # O threatens 2; X blocks, O's forced 4 forks 0 and 3: lost
+    ],
+)
+def test_the_mistake_at_stake_is_the_one_any_bad_move_makes(key, stake):
+    board = board_from_string(key)
+    assert mistake_at_stake(board, "X") == stake
+    kinds = {mistake_kind(board, cell, "X") for cell in free_cells(board)} - {None}
+    assert kinds == ({stake} if stake else set())

@@ -9,7 +9,8 @@ goes on; the episode stops at `max_turns` model turns. Rubric: win 1 / draw 0.5 
 format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1), or with
 `invalid_penalty="per_move"` -0.1 for each invalid move, and with `mistake_penalty` p > 0, -p for
 each mistake: a move that gives up a result best play keeps (a missed win, a missed block, a
-fork let through; `game.mistake_kind`), counted as `game/mistakes` and by kind whatever p is.
+fork let through; `game.mistake_kind`), counted as `game/mistakes` and by kind whatever p is,
+with the moves where each kind was possible as `game/<kind>_chances` (`game.mistake_at_stake`).
 Each penalty is also credited to the move that cost it (`reward_turn`), for per-turn credit.
 With `opponent="self"` the policy plays O as well, in a seat of its own
 (rlve.envs.tictactoe.self_play), except in a `scripted_fraction` share of the games; O's seat is
@@ -36,6 +37,7 @@ from rlve.envs.tictactoe.game import (
     answered_cell,
     format_ok,
     free_cells,
+    mistake_at_stake,
     mistake_kind,
     opponent_move,
     opponent_rng,
@@ -216,7 +218,11 @@ class TicTacToeEnv(MultiTurnEnv):
 
     def judge_move(self, state: State, board: Board, cell: int) -> None:
         """Count a valid move of the player whose state this is (as X on `board`, its own view)
-        as a mistake if it is one, and credit its penalty to that move."""
+        as a mistake if it is one, and credit its penalty to that move; count it as a chance of
+        the mistake at stake on `board`, if any."""
+        stake = mistake_at_stake(board, X_MARK)
+        if stake is not None:
+            state[f"{stake}_chances"] = state.get(f"{stake}_chances", 0) + 1
         kind = mistake_kind(board, cell, X_MARK)
         if kind is not None:
             state[kind] = state.get(kind, 0) + 1
@@ -248,6 +254,10 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/invalid_moves": float(state.get("invalid_moves", 0)),
             "game/mistakes": float(mistake_count(state)),
             **{f"game/{kind}": float(state.get(kind, 0)) for kind in MISTAKE_KINDS},
+            **{
+                f"game/{kind}_chances": float(state.get(f"{kind}_chances", 0))
+                for kind in MISTAKE_KINDS
+            },
             "game/self_play": float(state["info"].get("opponent") == "self"),
             "game/format": state.get("formatted_turns", 0) / max(state["turn"], 1),
         }

@@ -175,19 +175,35 @@ def mistake_kind(board: Board, cell: int, player: str) -> str | None:
     result (with best play on both sides) that the position offers. A mistake gives up a won
     position or turns a drawn one into a lost one; winning more slowly is not a mistake."""
     scores = minimax_scores(board, player)
-
-    def result(score: int) -> int:  # 1 won, 0 drawn, -1 lost
-        return (score > 0) - (score < 0)
-
-    best = result(max(scores.values()))
-    if result(scores[cell]) >= best:
+    if _result(scores[cell]) >= _result(max(scores.values())):
         return None
+    return _kind_at_stake(board, scores, player)
+
+
+def mistake_at_stake(board: Board, player: str) -> str | None:
+    """The kind of mistake (MISTAKE_KINDS) `player` can make in this position, None when every
+    free cell keeps the best result (a lost position, a move that cannot go wrong). The kind is
+    the position's, not the move's: `mistake_kind` names every mistake here the same."""
+    scores = minimax_scores(board, player)
+    if min(map(_result, scores.values())) == _result(max(scores.values())):
+        return None
+    return _kind_at_stake(board, scores, player)
+
+
+def _result(score: int) -> int:
+    """A minimax score as the result it means: 1 won, 0 drawn, -1 lost."""
+    return (score > 0) - (score < 0)
+
+
+def _kind_at_stake(board: Board, scores: dict[int, int], player: str) -> str:
+    """What a mistake gives up where some move of `player` gives up the best result: a win on
+    the board, else a block, else a won position (fork_missed) or a draw (fork_allowed)."""
     opponent = other(player)
     if any(winner(place(board, c, player)) == player for c in scores):
         return "missed_win"
     if any(winner(place(board, c, opponent)) == opponent for c in scores):
         return "missed_block"
-    return "fork_missed" if best > 0 else "fork_allowed"
+    return "fork_missed" if _result(max(scores.values())) > 0 else "fork_allowed"
 
 
 # ---------------------------------------------------------------- the seeded opponent
