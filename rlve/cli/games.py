@@ -171,3 +171,7 @@ def main(argv: list[str] | None = None) -> None:
             shown += 1
             if shown == args.games:
                 break
+
+
+if __name__ == "__main__":
+    main()
