@@ -126,8 +126,9 @@ def mistakes_table(rows: list[dict]) -> str:
     (moves where that mistake was possible) and the share of chances taken as mistakes. A kind
     can grow per game only because its chances did: fewer forks let through means longer games
     and more threats to block."""
-    per_game = [Counter(x_mistakes(row)) for row in rows]
-    chances = Counter(stake for row in rows for stake, _ in x_chances(row))
+    replayed = [x_chances(row) for row in rows]  # every mistake is made at one of its chances
+    per_game = [Counter(made for _, made in game if made) for game in replayed]
+    chances = Counter(stake for game in replayed for stake, _ in game)
     n = max(len(rows), 1)
     header = f"{'per game':>8} {'games %':>8} {'chances':>8} {'missed %':>8}"
     lines = [f"{len(rows)} games: X's mistakes per game, % of games with one, chances per game "

@@ -185,7 +185,7 @@ def mistake_at_stake(board: Board, player: str) -> str | None:
     free cell keeps the best result (a lost position, a move that cannot go wrong). The kind is
     the position's, not the move's: `mistake_kind` names every mistake here the same."""
     scores = minimax_scores(board, player)
-    if min(map(_result, scores.values())) == _result(max(scores.values())):
+    if _result(min(scores.values())) == _result(max(scores.values())):
         return None
     return _kind_at_stake(board, scores, player)
 

@@ -171,15 +171,17 @@ def report_reward_errors(vf_rubric: Any) -> None:
     a function on one state or on a group's states; a rubric without them is left as it is."""
     for rubric in getattr(vf_rubric, "rubrics", None) or []:
         report_reward_errors(rubric)
-    for method in ("_call_individual_reward_func", "_call_group_reward_func"):
+    for method, states_of in _REWARD_CALLS.items():
         call = getattr(vf_rubric, method, None)
-        if call is None or getattr(call, "reports_errors", False):
-            continue
-        if method.endswith("_group_reward_func"):
-            hooked = _hook(call, lambda states: states)
-        else:
-            hooked = _hook(call, lambda state: [state])
-        setattr(vf_rubric, method, hooked)
+        if call is not None and not getattr(call, "reports_errors", False):
+            setattr(vf_rubric, method, _hook(call, states_of))
+
+
+_REWARD_CALLS = {
+    "_call_individual_reward_func": lambda state: [state],
+    "_call_group_reward_func": lambda states: states,
+}
+"""verifiers Rubric's methods that call one reward function -> the states of their 2nd argument"""
 
 
 def _hook(call, states_of):
