@@ -50,6 +50,7 @@ def test_a_second_run_on_the_same_directory_is_refused_naming_the_first(tmp_path
 def test_processes_started_inside_are_marked_and_the_marks_do_not_leak(tmp_path):
     with run_guard(tmp_path):
         child = subprocess.Popen(["sleep", "30"])
+        assert visible(child.pid, tmp_path)  # the exec window: see the test below
         found = run_processes(run_dir=tmp_path)
         child.kill()
         child.wait()
