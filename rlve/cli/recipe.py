@@ -105,13 +105,17 @@ ARMS = {
     "cispo": (),
     "turn": ("trainer.credit=turn", "+env.args.tictactoe.mistake_penalty=0.25"),
     "self": ("+env.args.tictactoe.opponent=self", "+env.args.tictactoe.scripted_fraction=0.5"),
+    "turn_only": ("trainer.credit=turn",),
+    "penalty_only": ("+env.args.tictactoe.mistake_penalty=0.25",),
 }
 """the RL arms (issue 29), each the recipe's CISPO run plus these overrides:
 - cispo: every token gets its game's advantage (the recipe);
 - turn: each move gets the advantage of its own return, and a mistake (a move that gives up a
   won or drawn result, `game.mistake_kind`) costs 0.25 at the move that made it, half a draw;
 - self: half the games are played against the policy itself in the O seat (both seats
-  trained, zero-sum), half against the scripted opponent range"""
+  trained, zero-sum), half against the scripted opponent range;
+- turn_only, penalty_only: the two halves of turn apart (per-turn advantages without the
+  penalty; the penalty inside the game's reward, with whole-game advantages)"""
 
 
 def evaluation_env(opponent: str, size: RecipeSize):

@@ -72,14 +72,17 @@ def test_each_arm_has_an_rl_row_and_the_first_arm_scores_the_sft_student():
     assert rows[4][1] == "0.0 (0-2) / 30.0 (24-37) / 70.0 (63-76)"
 
 
-def test_the_turn_and_self_arms_change_only_credit_and_opponent(tmp_path):
-    recipe = experiment(RECIPE, ["cispo", "turn", "self"])
+def test_the_arms_change_only_credit_penalty_and_opponent(tmp_path):
+    names = ["cispo", "turn", "self", "turn_only", "penalty_only"]
+    recipe = experiment(RECIPE, names)
     configs = {arm.name: load_run_config(run_overrides(recipe, arm, tmp_path, 0, tmp_path))
                for arm in recipe.arms}  # fmt: skip
     game = {name: config.env.args["tictactoe"] for name, config in configs.items()}
-    assert [configs[n].trainer.credit for n in ("cispo", "turn", "self")] == [
-        "episode", "turn", "episode"]  # fmt: skip
-    assert game["turn"] == {**game["cispo"], "mistake_penalty": 0.25}
+    assert [configs[n].trainer.credit for n in names] == [
+        "episode", "turn", "episode", "turn", "episode"]  # fmt: skip
+    penalty = {**game["cispo"], "mistake_penalty": 0.25}
+    assert game["turn"] == game["penalty_only"] == penalty
+    assert game["turn_only"] == game["cispo"]
     assert game["self"] == {**game["cispo"], "opponent": "self", "scripted_fraction": 0.5}
 
 
