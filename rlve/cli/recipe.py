@@ -101,12 +101,14 @@ TINY = RecipeSize(model="tiny", dtype="float32", rules="full", teacher_noise=0.3
 """the embedded tiny model (it does not learn which cells are free: docs/results.md section 5)"""
 SIZES = {"smollm2-135m": RECIPE, "tiny": TINY}
 
+TURN_CREDIT = ("trainer.credit=turn",)
+MISTAKE_PENALTY = ("+env.args.tictactoe.mistake_penalty=0.25",)
 ARMS = {
     "cispo": (),
-    "turn": ("trainer.credit=turn", "+env.args.tictactoe.mistake_penalty=0.25"),
+    "turn": TURN_CREDIT + MISTAKE_PENALTY,
     "self": ("+env.args.tictactoe.opponent=self", "+env.args.tictactoe.scripted_fraction=0.5"),
-    "turn_only": ("trainer.credit=turn",),
-    "penalty_only": ("+env.args.tictactoe.mistake_penalty=0.25",),
+    "turn_only": TURN_CREDIT,
+    "penalty_only": MISTAKE_PENALTY,
 }
 """the RL arms (issue 29), each the recipe's CISPO run plus these overrides:
 - cispo: every token gets its game's advantage (the recipe);
