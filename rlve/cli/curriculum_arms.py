@@ -152,6 +152,12 @@ def level_name(level: int) -> str:
     return "none" if level < 0 else str(level)
 
 
+def window_top(summary: dict[str, float]) -> str:
+    """the adaptive window's `high` after the last step ("-": a run without a window)"""
+    high = summary.get("final high", math.nan)
+    return "-" if math.isnan(high) else str(int(high))
+
+
 def accuracies(scores: dict[str, float]) -> dict[int, float]:
     """difficulty -> accuracy, from the "acc d=N" scores"""
     return {int(k.removeprefix("acc d=")): a for k, a in scores.items() if k.startswith("acc d=")}
@@ -163,20 +169,22 @@ def arms_table(results: list[RunResult]) -> str:
     from rlve.cli.compare import mean_and_range
 
     levels = sorted(accuracies(results[0].before))
-    header = ["arm", "seeds", "effective prompt ratio", "highest level with acc >= 0.5 (per seed)",
-              *(f"acc d={d}" for d in levels)]  # fmt: skip
+    header = ["arm", "seeds", "effective prompt ratio", "window top at the end (per seed)",
+              "highest level with acc >= 0.5 (per seed)"]  # fmt: skip
+    header += [f"acc d={d}" for d in levels]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     first = [r for r in results if r.arm == results[0].arm]
     start = {d: fmean(accuracies(r.before)[d] for r in first) for d in levels}
-    cells = ["SFT start", "-", "-", level_name(highest_solved(start))]
+    cells = ["SFT start", "-", "-", "-", level_name(highest_solved(start))]
     lines.append("| " + " | ".join(cells + [f"{start[d]:.2f}" for d in levels]) + " |")
     for arm in ARMS:
         runs = [r for r in results if r.arm == arm]
         if not runs:
             continue
         ratio = mean_and_range([r.summary["effective prompt ratio"] for r in runs])
+        top = ", ".join(window_top(r.summary) for r in runs)
         highest = ", ".join(level_name(highest_solved(accuracies(r.after))) for r in runs)
-        cells = [arm, str(len(runs)), ratio, highest]
+        cells = [arm, str(len(runs)), ratio, top, highest]
         cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in levels]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
