@@ -45,6 +45,7 @@ from rlve.rollout.summary import summarize, weight_lag, within_lag
 from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.trainer import Trainer
+from rlve.types import RolloutGroup
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,17 @@ def build_sampler(config: RunConfig, envs: dict[str, Environment], weights) -> P
 # ----------------------------------------------------------------------------------------------
 
 
+def mixed_outcome_ratio(groups: list[RolloutGroup], envs: dict[str, Environment]) -> float:
+    """Share of the groups (with two clean rollouts or more) that both solve and fail their
+    problem (`Environment.accuracy`): the effective prompt ratio of pass/fail. Under a
+    partial-credit reward such as rlve/sorting's, almost any two answers score differently, so
+    the effective prompt ratio stays near 1 at every level; this one falls at levels the model
+    always or never solves."""
+    counted = [g for g in groups if len(g.clean) > 1]
+    mixed = [g for g in counted if len({envs[g.env_name].accuracy(t) for t in g.clean}) > 1]
+    return len(mixed) / len(counted) if counted else 0.0
+
+
 def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> dict[str, float]:
     """Rollout-side metrics of a step: rewards of every group played, batch, curriculum and
     faults."""
@@ -133,6 +145,7 @@ def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> 
         metrics[f"env/{name}/reward"] = sum(t.reward for t in rollouts) / len(rollouts)
         metrics[f"env/{name}/accuracy"] = sum(env.accuracy(t) for t in rollouts) / len(rollouts)
     metrics["batch/effective_prompt_ratio"] = batch.effective_prompt_ratio
+    metrics["batch/mixed_outcome_ratio"] = mixed_outcome_ratio(batch.played, sampler.envs)
     metrics["batch/groups_dropped"] = float(len(batch.played) - len(batch.groups))
     metrics["batch/groups"] = float(len(batch.groups))
     metrics["batch/rounds"] = float(batch.rounds)

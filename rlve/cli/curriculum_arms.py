@@ -126,6 +126,8 @@ def experiment(setup: Setup) -> Experiment:
 
     def from_metrics(rows: list[dict]) -> dict[str, float]:
         return {"effective prompt ratio": fmean(r["batch/effective_prompt_ratio"] for r in rows),
+                "mixed outcome ratio": fmean(r.get("batch/mixed_outcome_ratio", math.nan)
+                                             for r in rows),
                 "final high": rows[-1].get(f"curriculum/{setup.env}/high", math.nan)}  # fmt: skip
 
     return Experiment(
@@ -136,7 +138,12 @@ def experiment(setup: Setup) -> Experiment:
         ],
         start=lambda out, seed: sft_model(out, setup),
         score=score,
-        curves=["batch/effective_prompt_ratio", "reward/mean", "reward/accuracy"],
+        curves=[
+            "batch/effective_prompt_ratio",
+            "batch/mixed_outcome_ratio",
+            "reward/mean",
+            "reward/accuracy",
+        ],
         from_metrics=from_metrics,
         settings={**asdict(setup), "eval_seed": EVAL_SEED},
     )
@@ -169,13 +176,14 @@ def arms_table(results: list[RunResult]) -> str:
     from rlve.cli.compare import mean_and_range
 
     levels = sorted(accuracies(results[0].before))
-    header = ["arm", "seeds", "effective prompt ratio", "window top at the end (per seed)",
+    header = ["arm", "seeds", "effective prompt ratio", "mixed outcome ratio",
+              "window top at the end (per seed)",
               "highest level with acc >= 0.5 (per seed)"]  # fmt: skip
     header += [f"acc d={d}" for d in levels]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     first = [r for r in results if r.arm == results[0].arm]
     start = {d: fmean(accuracies(r.before)[d] for r in first) for d in levels}
-    cells = ["SFT start", "-", "-", "-", level_name(highest_solved(start))]
+    cells = ["SFT start", "-", "-", "-", "-", level_name(highest_solved(start))]
     lines.append("| " + " | ".join(cells + [f"{start[d]:.2f}" for d in levels]) + " |")
     for arm in ARMS:
         runs = [r for r in results if r.arm == arm]
@@ -184,7 +192,9 @@ def arms_table(results: list[RunResult]) -> str:
         ratio = mean_and_range([r.summary["effective prompt ratio"] for r in runs])
         top = ", ".join(window_top(r.summary) for r in runs)
         highest = ", ".join(level_name(highest_solved(accuracies(r.after))) for r in runs)
-        cells = [arm, str(len(runs)), ratio, top, highest]
+        mixed = [r.summary.get("mixed outcome ratio", math.nan) for r in runs]
+        mixed = [m for m in mixed if not math.isnan(m)]  # runs from before the metric lack it
+        cells = [arm, str(len(runs)), ratio, mean_and_range(mixed) if mixed else "-", top, highest]
         cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in levels]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

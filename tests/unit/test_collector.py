@@ -9,7 +9,7 @@ from rlve.config import RolloutConfig
 from rlve.curriculum import DifficultyController
 from rlve.inference.engine import PromptTokenCounts
 from rlve.inference.scripted import ScriptedEngine
-from rlve.loop import step_metrics
+from rlve.loop import mixed_outcome_ratio, step_metrics
 from rlve.models import load_tokenizer
 from rlve.rollout.collector import BatchCollector
 from rlve.rollout.episode import EpisodeSettings
@@ -111,3 +111,20 @@ def test_each_batch_reports_the_share_of_its_prompt_tokens_the_prefix_cache_held
     # 3 groups x 2 single-turn episodes a batch, counted per batch (not since the start)
     assert first.prompt_tokens == second.prompt_tokens == PromptTokenCounts(8 * 6, 2 * 6)
     assert step_metrics(second, c.sampler, waited_s=0.0)["perf/prompt_tokens_cached_frac"] == 0.25
+
+
+def test_the_mixed_outcome_ratio_counts_groups_that_both_solve_and_fail():
+    """Partial credit: the rewards in each group differ, so the effective prompt ratio is 1; only
+    the first group both solves and fails. The third has one clean rollout: not counted."""
+    env = rlve.load_environment("rlve/sorting", num_examples=1, sandbox=False)
+
+    def rollout(reward, fault=None):
+        solved = {"reward/accuracy": float(reward == 1.0)}
+        return Trajectory(prompt=[], completion=[], reward=reward, fault=fault, metrics=solved)
+
+    timeout = Fault("timeout", "600 s")
+    groups = [RolloutGroup(0, "rlve/sorting", [rollout(1.0), rollout(0.2)]),
+              RolloutGroup(1, "rlve/sorting", [rollout(0.1), rollout(0.3), rollout(0.6)]),
+              RolloutGroup(2, "rlve/sorting", [rollout(1.0), rollout(-1.0, timeout)])]  # fmt: skip
+    assert mixed_outcome_ratio(groups, {"rlve/sorting": env}) == 0.5
+    assert mixed_outcome_ratio([], {}) == 0.0

@@ -91,19 +91,21 @@ def test_the_arms_change_only_credit_penalty_and_opponent(tmp_path):
 def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
     from rlve.cli.curriculum_arms import arms_table, highest_solved
 
-    def run(arm, ratio, acc0, high=math.nan):
+    def run(arm, ratio, acc0, high=math.nan, mixed=math.nan):
         scores = {"acc d=0": acc0, "acc d=1": 0.0, "acc d=2": 0.0, "acc d=3": 0.0}
         start = {**scores, "acc d=0": 0.5}
-        summary = {"effective prompt ratio": ratio, "final high": high}
+        summary = {"effective prompt ratio": ratio, "mixed outcome ratio": mixed,
+                   "final high": high}  # fmt: skip
         return RunResult(arm, 0, start, scores, summary, 1.0, {})
 
-    results = [run("adaptive", 0.3, 0.5, 2.0), run("adaptive", 0.4, 0.7, 3.0),
+    # the first adaptive run is from before the mixed outcome ratio was measured
+    results = [run("adaptive", 0.3, 0.5, 2.0), run("adaptive", 0.4, 0.7, 3.0, 0.25),
                run("static", 0.2, 0.4)]  # fmt: skip
     lines = arms_table(results).splitlines()
-    assert lines[2] == "| SFT start | - | - | - | 0 | 0.50 | 0.00 | 0.00 | 0.00 |"
-    adaptive = "| adaptive | 2 | 0.35 [0.30-0.40] | 2, 3 | 0, 0 | 0.60 [0.50-0.70] |"
+    assert lines[2] == "| SFT start | - | - | - | - | 0 | 0.50 | 0.00 | 0.00 | 0.00 |"
+    adaptive = "| adaptive | 2 | 0.35 [0.30-0.40] | 0.25 | 2, 3 | 0, 0 | 0.60 [0.50-0.70] |"
     assert lines[3].startswith(adaptive)
-    assert lines[4].startswith("| static | 1 | 0.20 | - | none | 0.40 |")
+    assert lines[4].startswith("| static | 1 | 0.20 | - | - | none | 0.40 |")
     assert highest_solved({0: 0.9, 1: 0.5, 2: 0.4}) == 1
 
 
