@@ -63,7 +63,8 @@ SECTIONS: tuple[Section, ...] = (
         Plot("lowest difficulty", regex="curriculum/.*/low"),
         Plot("highest difficulty", regex="curriculum/.*/high"),
         Plot("accuracy in the window", regex="curriculum/.*/accuracy"),
-        Plot("effective prompt ratio", ("batch/effective_prompt_ratio",)),
+        Plot("groups with a signal", ("batch/effective_prompt_ratio",
+                                      "batch/mixed_outcome_ratio")),
     )),
     Section("Speed", (
         Plot("step time split (s)", ("perf/step_s", "perf/rollout_s", "perf/train_s",
