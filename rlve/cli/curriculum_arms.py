@@ -165,6 +165,18 @@ def window_top(summary: dict[str, float]) -> str:
     return "-" if math.isnan(high) else str(int(high))
 
 
+def mixed_outcome_cell(runs: list[RunResult]) -> str:
+    """mean [min-max] of the runs that measured it (runs from before the metric lack it)"""
+    from rlve.cli.compare import mean_and_range
+
+    mixed = [r.summary.get("mixed outcome ratio", math.nan) for r in runs]
+    mixed = [m for m in mixed if not math.isnan(m)]
+    if not mixed:
+        return "-"
+    cell = mean_and_range(mixed)
+    return cell if len(mixed) == len(runs) else f"{cell} ({len(mixed)} of {len(runs)} seeds)"
+
+
 def accuracies(scores: dict[str, float]) -> dict[int, float]:
     """difficulty -> accuracy, from the "acc d=N" scores"""
     return {int(k.removeprefix("acc d=")): a for k, a in scores.items() if k.startswith("acc d=")}
@@ -192,9 +204,7 @@ def arms_table(results: list[RunResult]) -> str:
         ratio = mean_and_range([r.summary["effective prompt ratio"] for r in runs])
         top = ", ".join(window_top(r.summary) for r in runs)
         highest = ", ".join(level_name(highest_solved(accuracies(r.after))) for r in runs)
-        mixed = [r.summary.get("mixed outcome ratio", math.nan) for r in runs]
-        mixed = [m for m in mixed if not math.isnan(m)]  # runs from before the metric lack it
-        cells = [arm, str(len(runs)), ratio, mean_and_range(mixed) if mixed else "-", top, highest]
+        cells = [arm, str(len(runs)), ratio, mixed_outcome_cell(runs), top, highest]
         cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in levels]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -103,7 +103,9 @@ def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
                run("static", 0.2, 0.4)]  # fmt: skip
     lines = arms_table(results).splitlines()
     assert lines[2] == "| SFT start | - | - | - | - | 0 | 0.50 | 0.00 | 0.00 | 0.00 |"
-    adaptive = "| adaptive | 2 | 0.35 [0.30-0.40] | 0.25 | 2, 3 | 0, 0 | 0.60 [0.50-0.70] |"
+    adaptive = (
+        "| adaptive | 2 | 0.35 [0.30-0.40] | 0.25 (1 of 2 seeds) | 2, 3 | 0, 0 | 0.60 [0.50-0.70] |"
+    )
     assert lines[3].startswith(adaptive)
     assert lines[4].startswith("| static | 1 | 0.20 | - | - | none | 0.40 |")
     assert highest_solved({0: 0.9, 1: 0.5, 2: 0.4}) == 1
