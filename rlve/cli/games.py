@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -32,19 +31,18 @@ from rlve.envs.tictactoe.game import (
     place,
     think_text,
 )
-from rlve.envs.tictactoe.prompts import FINAL_MESSAGES
+from rlve.envs.tictactoe.prompts import FINAL_MESSAGES, opponent_cell
 
-_OPPONENT = re.compile(r"The opponent \(O\) played cell (\d)")
 RESULTS = ("win", "draw", "loss")
 FINAL_WORDS = tuple(FINAL_MESSAGES.values())
 
 
 def game_moves(row: dict) -> list[tuple[str, int | None, str]]:
     """(player, cell or None for an invalid answer, the model's reason) in the order played."""
-    opening = _OPPONENT.search(row["prompt"][-1]["content"])
+    opening = opponent_cell(row["prompt"][-1]["content"])
     moves: list[tuple[str, int | None, str]] = []
-    if opening:
-        moves.append((O_MARK, int(opening.group(1)), ""))
+    if opening is not None:
+        moves.append((O_MARK, opening, ""))
     for message in row["completion"]:
         text = str(message.get("content") or "")
         if message["role"] == "assistant":
@@ -52,8 +50,8 @@ def game_moves(row: dict) -> list[tuple[str, int | None, str]]:
         elif text.startswith("Invalid move"):
             player, _, reason = moves[-1]
             moves[-1] = (player, None, reason)
-        elif reply := _OPPONENT.search(text):
-            moves.append((O_MARK, int(reply.group(1)), ""))
+        elif (reply := opponent_cell(text)) is not None:
+            moves.append((O_MARK, reply, ""))
         elif text.startswith(FINAL_WORDS):  # the last reply names no cell: find it on the board
             moves += _last_reply(moves, parse_board(text))
     return moves

@@ -1,9 +1,10 @@
 """`scripts/play.py`: play tic-tac-toe against a model in the terminal.
 
 The model plays X and sees the game exactly as the environment shows it (its system prompt, the
-board and status messages of `rlve.envs.tictactoe.prompts`); you play O. An answer without a legal
-move is sent back with the reason, as in training; after `model_attempts` bad answers a random
-free cell is played for the model, and the game says so. Input and output go through `input_fn`
+board and status messages of `rlve.envs.tictactoe.prompts`, in the board rendering it learned
+with); you play O on the grid board. An answer without a legal move is sent back with the
+reason, as in training; after `model_attempts` bad answers a random free cell is played for the
+model, and the game says so. Input and output go through `input_fn`
 and `print_fn`, so a test can play whole games.
 """
 
@@ -33,13 +34,7 @@ from rlve.envs.tictactoe.game import (
     think_text,
     winner,
 )
-from rlve.envs.tictactoe.prompts import (
-    SYSTEM_PROMPTS,
-    final_message,
-    invalid_move_message,
-    opponent_played_status,
-    turn_message,
-)
+from rlve.envs.tictactoe.prompts import BOARDS, SYSTEM_PROMPTS, Wording
 from rlve.inference.engine import Engine, GenerationRequest, SamplingConfig
 from rlve.rollout.chat_tokens import ChatTokens
 from rlve.types import Message
@@ -66,10 +61,19 @@ class PlaySettings:
     """seed of the model's sampling and of the random moves played for it"""
     rules: str = "full"
     """the system prompt the model was trained with: "full" or "short" (the recipe's)"""
+    board: str = "grid"
+    """the board rendering the model was trained with: "grid" or "compact" (prompts.BOARDS)"""
 
     def __post_init__(self):
         if self.model_attempts < 1:
             raise ValueError(f"model_attempts must be >= 1, got {self.model_attempts}")
+        if self.board not in BOARDS:
+            raise ValueError(f"board must be one of {sorted(BOARDS)}, got {self.board!r}")
+
+    @property
+    def wording(self) -> Wording:
+        """The environment's words for the model under `board`."""
+        return BOARDS[self.board]
 
 
 @dataclass
@@ -140,9 +144,8 @@ class ModelPlayer:
             except InvalidMove as invalid:
                 record.invalid_answers += 1
                 self.print(f"X's answer was invalid ({invalid.reason}). It wrote: {text[:200]!r}")
-                messages.append(
-                    {"role": "user", "content": invalid_move_message(invalid.reason, board)}
-                )
+                retry = self.settings.wording.invalid_move_message(invalid.reason, board)
+                messages.append({"role": "user", "content": retry})
         # The last rejection is dropped: the board in the next turn message shows X's move.
         messages.pop()
         cell = self.rng.choice(free_cells(board))
@@ -174,11 +177,12 @@ async def play_game(
 ) -> GameRecord:
     """One game: the model as X through `engine`, the human as O through `input_fn`."""
     board = EMPTY_BOARD
-    messages: list[Message] = [{"role": "system", "content": SYSTEM_PROMPTS[settings.rules]}]
+    words = settings.wording
+    messages: list[Message] = [{"role": "system", "content": words.system_prompts[settings.rules]}]
     record = GameRecord(result="quit", board=board, messages=messages)
     model = ModelPlayer(engine, settings, print_fn)
     print_fn("You play O, the model plays X. Type a free cell's number to move.")
-    status = "You play X and move first."
+    status = words.opening_status(None)
     quit_game = False
     if settings.human_first:
         print_fn(render_board(board))
@@ -186,9 +190,9 @@ async def play_game(
         quit_game = cell is None
         if not quit_game:
             board = place(board, cell, O_MARK)
-            status = f"You play X. {opponent_played_status(cell)}"
+            status = words.opening_status(cell)
     while not quit_game:
-        messages.append({"role": "user", "content": turn_message(board, status)})
+        messages.append({"role": "user", "content": words.turn_message(board, status)})
         cell = await model.move(board, messages, record)
         board = place(board, cell, X_MARK)
         print_fn(f"X plays cell {cell}.\n{render_board(board)}")
@@ -198,7 +202,7 @@ async def play_game(
         quit_game = cell is None
         if not quit_game:
             board = place(board, cell, O_MARK)
-            status = opponent_played_status(cell)
+            status = words.opponent_played_status(cell)
             if is_over(board):
                 print_fn(render_board(board))
                 break
@@ -206,7 +210,7 @@ async def play_game(
     record.board = board
     if not quit_game:  # the model's view of the ending, as the environment would tell it
         x_result = {"model": "win", "human": "loss", "draw": "draw"}[record.result]
-        messages.append({"role": "user", "content": final_message(x_result, board)})
+        messages.append({"role": "user", "content": words.final_message(x_result, board)})
     print_fn(sentence)
     return record
 
@@ -227,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hide-thinking", action="store_true", help="don't show <think> text")
     parser.add_argument("--rules", choices=sorted(SYSTEM_PROMPTS), default="full",
                         help="the system prompt it learned with (make recipe: short)")  # fmt: skip
+    parser.add_argument("--board", choices=sorted(BOARDS), default="grid",
+                        help="the board rendering it learned with")  # fmt: skip
     return parser
 
 
@@ -270,6 +276,7 @@ def main(argv: list[str] | None = None, input_fn: InputFn = input,
             sampling=sampling,
             seed=args.seed,
             rules=args.rules,
+            board=args.board,
         )
         engine = build_engine(args)
     except (UsageError, ValueError) as exc:

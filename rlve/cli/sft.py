@@ -43,12 +43,15 @@ def generate_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-random-move-prob", type=float, default=0.7)
     parser.add_argument("--rules", choices=("full", "short"), default="full",
                         help="the tic-tac-toe system prompt (make recipe: short)")  # fmt: skip
+    parser.add_argument("--board", choices=("grid", "compact"), default="grid",
+                        help="how the tic-tac-toe messages show the board")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
     tokenizer = load_tokenizer(args.model)
     opponent = {"min_random_move_prob": args.min_random_move_prob,
-                "max_random_move_prob": args.max_random_move_prob, "rules": args.rules}  # fmt: skip
+                "max_random_move_prob": args.max_random_move_prob, "rules": args.rules,
+                "board": args.board}  # fmt: skip
     if args.teacher_url:
         from rlve.inference.openai_engine import OpenAIEngine
 

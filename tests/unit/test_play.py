@@ -7,7 +7,7 @@ import pytest
 from rlve.cli.play import PlaySettings, main, play_game, read_human_move
 from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.game import EMPTY_BOARD, board_from_string, parse_move, render_board
-from rlve.envs.tictactoe.prompts import SYSTEM_PROMPT, turn_message
+from rlve.envs.tictactoe.prompts import COMPACT, SYSTEM_PROMPT, turn_message
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.chat_tokens import ChatTokens
 
@@ -159,6 +159,25 @@ def test_main_plays_games_until_the_human_declines():
 def test_settings_refuse_zero_attempts():
     with pytest.raises(ValueError, match="model_attempts must be >= 1, got 0"):
         PlaySettings(model_attempts=0)
+    with pytest.raises(ValueError, match=r"board must be one of \['compact', 'grid'\], got 'x'"):
+        PlaySettings(board="x")
+
+
+async def test_a_model_trained_on_the_compact_board_sees_it_the_human_sees_the_grid():
+    # the careless-human game again: the same moves, the model's messages in the compact words
+    terminal = Terminal(["0", "2", "6"])
+    engine = CountingEngine(minimax_lowest)
+    settings = PlaySettings(human_first=True, rules="short", board="compact")
+    record = await play_game(engine, settings, terminal.input, terminal.print)
+    assert record.result == "model" and record.board == board_from_string("OXO X OX ")
+    assert record.messages[0]["content"] == COMPACT.system_prompts["short"]
+    assert [r.messages[-1]["content"] for r in engine.requests] == [
+        "You play X. O played 0.\nO 1 2\n3 4 5\n6 7 8\nYour turn.",
+        "O played 2.\nO 1 O\n3 X 5\n6 7 8\nYour turn.",
+        "O played 6.\nO X O\n3 X 5\nO 7 8\nYour turn.",
+    ]
+    assert record.messages[-1]["content"] == "You win!\nO X O\n3 X 5\nO X 8"
+    assert f"X plays cell 7.\n{render_board(record.board)}" in terminal.shown
 
 
 async def test_escape_sequences_in_the_models_text_are_shown_not_sent_to_the_terminal():

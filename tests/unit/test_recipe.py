@@ -2,9 +2,19 @@
 the curriculum experiment's table."""
 
 import math
+from dataclasses import replace
 
 from rlve.cli.experiment import RunResult, run_overrides
-from rlve.cli.recipe import DEMO, RECIPE, TINY, experiment, results_table
+from rlve.cli.recipe import (
+    DEMO,
+    RECIPE,
+    SFT_FIELDS,
+    TINY,
+    evaluation_env,
+    experiment,
+    results_table,
+)
+from rlve.envs.tictactoe.prompts import COMPACT
 from rlve.train import load_run_config
 
 
@@ -59,8 +69,19 @@ def test_the_rl_run_is_the_cispo_experiment_scaled_down(tmp_path):
     assert (config.trainer.dtype, config.inference.dtype) == ("auto", "auto")  # bf16 where native
     assert config.env.args["tictactoe"]["invalid_penalty"] == "per_move"
     assert config.env.args["tictactoe"]["rules"] == "short"
+    assert config.env.args["tictactoe"]["board"] == RECIPE.board == "grid"
     assert config.rollout.groups_per_step * config.rollout.group_size == 64
     assert DEMO.model == RECIPE.model == "smollm2-135m" and TINY.model == "tiny"
+
+
+def test_the_board_reaches_the_evaluation_games_the_rl_run_and_the_sft_students_key(tmp_path):
+    compact = replace(RECIPE, board="compact")
+    first = evaluation_env("optimal", compact).example(0).prompt
+    assert first[0]["content"] == COMPACT.system_prompts["short"] and "|" not in first[1]["content"]
+    recipe = experiment(compact)
+    config = load_run_config(run_overrides(recipe, recipe.arms[0], tmp_path, 0, tmp_path))
+    assert config.env.args["tictactoe"]["board"] == "compact"
+    assert "board" in SFT_FIELDS  # an SFT student made on the grid is not reused
 
 
 def test_each_arm_has_an_rl_row_and_the_first_arm_scores_the_sft_student():

@@ -9,6 +9,7 @@ from rlve.algorithms.dynamic_sampling import filter_groups
 from rlve.algorithms.packing import sequences_from_groups
 from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.game import parse_board, parse_move
+from rlve.envs.tictactoe.prompts import BOARDS
 from rlve.envs.tictactoe.self_play import SEAT_ATTEMPTS, plays_self, seat_result, swap_marks
 from rlve.rollout import ChatTokens, ScriptedEngine
 from rlve.rollout.group_journal import group_from_json, group_to_json
@@ -62,17 +63,16 @@ def test_both_seats_are_token_exact_conversations_and_minimax_against_itself_dra
             assert player.turn_spans[-1][1] == len(ids)
 
 
-def test_each_seat_sees_the_other_s_moves_as_o_moves():
-    result = rlve.evaluate(self_play_env(), ScriptedEngine(minimax_policy), 8)
+@pytest.mark.parametrize("board", ["grid", "compact"])
+def test_each_seat_sees_the_other_s_moves_as_o_moves(board):
+    words = BOARDS[board]
+    result = rlve.evaluate(self_play_env(board=board), ScriptedEngine(minimax_policy), 8)
     by_start = {g.trajectories[0].info["opponent_starts"]: g.trajectories[0] for g in result.groups}
     x_first = by_start[False]
     x_move = parse_move(assistant_texts(x_first.completion)[0])
     seat_view = parse_board(x_first.seats[0].prompt[-1]["content"])
-    assert (
-        x_first.seats[0]
-        .prompt[-1]["content"]
-        .startswith(f"You play X. The opponent (O) played cell {x_move}.")
-    )
+    assert x_first.seats[0].prompt[-1]["content"].startswith(words.opening_status(x_move))
+    assert x_first.seats[0].prompt[0]["content"] == words.system_prompts["full"]
     assert seat_view.count("O") == 1 and seat_view[x_move] == "O" and "X" not in seat_view
     o_first = by_start[True]
     assert o_first.seats[0].prompt[-1]["content"].startswith("You play X and move first.")

@@ -15,10 +15,10 @@ def first_free_cell(messages):
     return f"<think>first free</think><move>{board.index(' ')}</move>"
 
 
-def played(policy, opponent_prob: float, games: int = 6) -> list[dict]:
+def played(policy, opponent_prob: float, games: int = 6, board: str = "grid") -> list[dict]:
     env = rlve.load_environment("tictactoe", num_examples=games, seed=5,
                                 min_random_move_prob=opponent_prob,
-                                max_random_move_prob=opponent_prob)  # fmt: skip
+                                max_random_move_prob=opponent_prob, board=board)  # fmt: skip
     result = rlve.evaluate(env, ScriptedEngine(policy), games, seed=0)
     return [trajectory_row(t) for g in result.groups for t in g.trajectories]
 
@@ -32,6 +32,15 @@ def test_a_replayed_game_ends_on_the_environments_final_board():
         assert lines[0].startswith(f"example {row['example_id']}: X draw")
         final = parse_board(row["completion"][-1]["content"])
         assert [line[-5:] for line in lines[-3:]] == [" ".join(final[r : r + 3]) for r in (0, 3, 6)]
+
+
+def test_a_compact_board_game_replays_like_its_grid_twin():
+    grid_rows, compact_rows = (played(first_free_cell, 0.5, board=b) for b in ("grid", "compact"))
+    assert "Available positions" not in compact_rows[0]["completion"][1]["content"]
+    for grid, compact in zip(grid_rows, compact_rows, strict=True):
+        assert game_moves(compact) == game_moves(grid) and len(game_moves(grid)) >= 5
+        assert render(compact) == render(grid)
+        assert x_mistakes(compact) == x_mistakes(grid)
 
 
 def test_an_invalid_answer_is_shown_where_it_happened():

@@ -31,13 +31,17 @@ from rlve.envs.tictactoe.game import (
     parse_move,
     place,
     render_board,
+    render_compact_board,
     winner,
 )
 from rlve.envs.tictactoe.policies import minimax_policy, noisy_minimax_policy, random_policy
 from rlve.envs.tictactoe.prompts import (
+    COMPACT,
+    GRID,
     SYSTEM_PROMPT,
     final_message,
     invalid_move_message,
+    opponent_cell,
     opponent_played_status,
     turn_message,
 )
@@ -129,6 +133,29 @@ def test_parse_board_ignores_digits_in_the_wrong_cell_and_needs_a_board():
         parse_board(fake)
     with pytest.raises(ValueError):
         parse_board("no board here")
+
+
+COMPACT_XO_X_O = "X O 2\n3 X 5\n6 7 O"
+
+
+def test_render_compact_board_exact_text():
+    assert render_compact_board(B("XO  X   O")) == COMPACT_XO_X_O
+    assert render_compact_board(EMPTY_BOARD) == "0 1 2\n3 4 5\n6 7 8"
+
+
+def test_parse_board_reads_either_rendering_and_the_last_board_of_both():
+    for key in ["         ", "XO  X   O", "XOXXOOOXX", "   O  X  "]:
+        assert parse_board(render_compact_board(B(key))) == B(key)
+    first, second = B("X        "), B("X   O   X")
+    assert parse_board(f"{render_board(first)}\n{render_compact_board(second)}") == second
+    assert parse_board(f"{render_compact_board(first)}\n{render_board(second)}") == second
+
+
+def test_a_compact_board_is_three_whole_lines_with_each_digit_in_its_cell():
+    with pytest.raises(ValueError):  # rows inside longer lines
+        parse_board("row X O 2\n3 X 5\n6 7 O now")
+    with pytest.raises(ValueError):  # "8" in cell 0
+        parse_board("8 1 2\n3 4 5\n6 7 0")
 
 
 # ---------------------------------------------------------------- minimax
@@ -302,6 +329,43 @@ def test_messages_show_the_board_a_policy_can_read():
         "You lose.",
         "It's a draw.",
     ]
+
+
+def test_compact_messages_exact_text():
+    board = B("XO  X   O")
+    played = COMPACT.opponent_played_status(8)
+    assert COMPACT.turn_message(board, played) == f"O played 8.\n{COMPACT_XO_X_O}\nYour turn."
+    assert COMPACT.turn_message(board, COMPACT.opening_status(None)).startswith(
+        "You play X and move first.\nX O 2\n"
+    )
+    assert COMPACT.opening_status(3) == "You play X. O played 3."
+    reason = "cell 4 is already taken by X"
+    assert COMPACT.invalid_move_message(reason, board) == (
+        f"Invalid move: cell 4 is already taken by X.\n{COMPACT_XO_X_O}\nTry again."
+    )
+    assert COMPACT.final_message("loss", board) == f"You lose.\n{COMPACT_XO_X_O}"
+
+
+def test_the_old_message_functions_are_the_grid_wordings():
+    board = B("XO  X   O")
+    assert turn_message(board, None) == GRID.turn_message(board, None)
+    assert GRID.opening_status(3) == "You play X. The opponent (O) played cell 3."
+    assert final_message("win", board) == f"You win!\n\n{RENDERED_XO_X_O}"
+
+
+def test_opponent_cell_reads_the_status_line_of_either_wording():
+    assert opponent_cell(GRID.turn_message(B("XO       "), GRID.opening_status(1))) == 1
+    assert opponent_cell(COMPACT.turn_message(B("X       O"), "O played 8.")) == 8
+    assert opponent_cell("You play X and move first.\nYour turn.") is None
+
+
+@pytest.mark.parametrize("rules", ["full", "short"])
+def test_each_system_prompt_shows_the_board_its_wording_sends(rules):
+    grid, compact = GRID.system_prompts[rules], COMPACT.system_prompts[rules]
+    assert "0 1 2\n3 4 5\n6 7 8" in compact and "|" not in compact
+    assert "Available positions" not in compact and "<move>N</move>" in compact
+    if rules == "full":  # the full rules draw the empty board as it is sent, and only that
+        assert grid.replace(render_board(EMPTY_BOARD), "0 1 2\n3 4 5\n6 7 8") == compact
 
 
 # ---------------------------------------------------------------- scripted policies

@@ -44,13 +44,7 @@ from rlve.envs.tictactoe.game import (
     place,
     winner,
 )
-from rlve.envs.tictactoe.prompts import (
-    SYSTEM_PROMPTS,
-    final_message,
-    invalid_move_message,
-    opponent_played_status,
-    turn_message,
-)
+from rlve.envs.tictactoe.prompts import BOARDS, GRID, SYSTEM_PROMPTS, Wording
 from rlve.envs.tictactoe.self_play import OPPONENTS, finish_seat, plays_self, seat_move
 from rlve.types import Example, Message, Trajectory
 
@@ -62,44 +56,46 @@ def _check_probability(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
 
 
-def example_row(example_seed: int, random_move_prob: float, self_play: bool = False) -> dict:
+def example_row(
+    example_seed: int, random_move_prob: float, self_play: bool = False, wording: Wording = GRID
+) -> dict:
     """One game: who starts (from the seed), the opponent's opening if it starts, the prompt.
     In a self-play game that O opens, the prompt is made once O (the policy) has played, in the
     episode's `setup_state`; the row's says so."""
     opponent_starts = random.Random(example_seed).random() < 0.5
     board = EMPTY_BOARD
     if opponent_starts and self_play:
-        status = "You play X. The opponent (O) moves first."
+        status = wording.opponent_moves_first
     elif opponent_starts:
         cell = opponent_move(board, random_move_prob, opponent_rng(example_seed, board))
         board = place(board, cell, O_MARK)
-        status = f"You play X. {opponent_played_status(cell)}"
+        status = wording.opening_status(cell)
     else:
-        status = "You play X and move first."
+        status = wording.opening_status(None)
     info = {
         "random_move_prob": random_move_prob,
         "example_seed": example_seed,
         "opponent_starts": opponent_starts,
         "opponent": "self" if self_play else "scripted",
     }
-    return {"question": turn_message(board, status), "info": info}
+    return {"question": wording.turn_message(board, status), "info": info}
 
 
 def example_rows(
     num_examples: int, seed: int, min_random_move_prob: float, max_random_move_prob: float,
     num_groups: int, opponent: str = "scripted", scripted_fraction: float = 0.0,
+    wording: Wording = GRID,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The dataset: per example a seed, who starts, who plays O and how strong the scripted
     opponent is, the first prompt."""
     probs = stratified_probabilities(
         num_examples, min_random_move_prob, max_random_move_prob, num_groups, random.Random(seed)
     )
-    return [
-        example_row(
-            seed * 1_000_003 + i, prob, opponent == "self" and plays_self(i, scripted_fraction)
-        )
-        for i, prob in enumerate(probs)
-    ]
+    rows = []
+    for i, prob in enumerate(probs):
+        self_play = opponent == "self" and plays_self(i, scripted_fraction)
+        rows.append(example_row(seed * 1_000_003 + i, prob, self_play, wording))
+    return rows
 
 
 def win_reward(state: State) -> float:
@@ -155,6 +151,9 @@ class TicTacToeEnv(MultiTurnEnv):
     mistake_penalty: float = 0.0
     """what each mistake costs, credited to the move that made it (0: counted, not penalised)"""
 
+    wording: Wording = GRID
+    """the messages' words and board rendering (prompts.BOARDS, the `board` argument)"""
+
     def make_example(self, seed: int, difficulty: int) -> Example:
         """A fresh game whose opponent the curriculum sets: difficulty d plays random moves with
         probability max(0, 1 - d * difficulty_step) (d = 0: a random opponent; 10: perfect)."""
@@ -162,7 +161,7 @@ class TicTacToeEnv(MultiTurnEnv):
             raise ValueError(f"difficulty must be >= 0, got {difficulty}")
         prob = max(0.0, 1.0 - difficulty * self.difficulty_step)
         scripted = random.Random(f"opponent_{seed}").random() < self.scripted_fraction
-        row = example_row(seed, prob, self.opponent == "self" and not scripted)
+        row = example_row(seed, prob, self.opponent == "self" and not scripted, self.wording)
         prompt = [{"role": "system", "content": self.system_prompt},
                   {"role": "user", "content": row["question"]}]  # fmt: skip
         return Example(seed, prompt, "", {**row["info"], "difficulty": difficulty})
@@ -174,8 +173,8 @@ class TicTacToeEnv(MultiTurnEnv):
         if info.get("opponent") == "self" and info.get("opponent_starts"):
             cell = await seat_move(state, board, None, self)
             board = place(board, cell, O_MARK)
-            status = f"You play X. {opponent_played_status(cell)}"
-            opening = {"role": "user", "content": turn_message(board, status)}
+            status = self.wording.opening_status(cell)
+            opening = {"role": "user", "content": self.wording.turn_message(board, status)}
             state["prompt"] = [state["prompt"][0], opening]
         elif info.get("opponent_starts"):
             # Replay the opening the dataset showed; the same seed gives the same cell.
@@ -186,17 +185,18 @@ class TicTacToeEnv(MultiTurnEnv):
 
     async def env_response(self, messages: list[Message], state: State) -> list[Message]:
         board: Board = state["board"]
+        words = self.wording
         text = str(messages[-1].get("content") or "")
         state["formatted_turns"] += format_ok(text)
         try:
             cell = answered_cell(text, board)
         except InvalidMove as invalid:
             self.count_invalid(state)
-            return [{"role": "user", "content": invalid_move_message(invalid.reason, board)}]
+            return [{"role": "user", "content": words.invalid_move_message(invalid.reason, board)}]
         self.judge_move(state, board, cell)
         board = place(board, cell, X_MARK)
         if self._game_over(board, state):
-            return [{"role": "user", "content": final_message(state["result"], board)}]
+            return [{"role": "user", "content": words.final_message(state["result"], board)}]
         info = state["info"]
         if info.get("opponent") == "self":
             reply = await seat_move(state, board, cell, self)
@@ -206,9 +206,10 @@ class TicTacToeEnv(MultiTurnEnv):
             )
         board = place(board, reply, O_MARK)
         if self._game_over(board, state):
-            return [{"role": "user", "content": final_message(state["result"], board)}]
+            return [{"role": "user", "content": words.final_message(state["result"], board)}]
         state["board"] = board
-        return [{"role": "user", "content": turn_message(board, opponent_played_status(reply))}]
+        status = words.opponent_played_status(reply)
+        return [{"role": "user", "content": words.turn_message(board, status)}]
 
     def count_invalid(self, state: State) -> None:
         """An invalid answer of the player whose state this is (X's, or O's seat's)."""
@@ -273,6 +274,7 @@ def load_environment(
     max_tokens: int = 128,
     invalid_penalty: str = "flat",
     rules: str = "full",
+    board: str = "grid",
     opponent: str = "scripted",
     scripted_fraction: float = 0.0,
     mistake_penalty: float = 0.0,
@@ -291,6 +293,10 @@ def load_environment(
             'per_move' (-0.1 for each invalid move).
         rules: the system prompt: 'full' (the rules with an example answer) or 'short' (the same
             rules in less than half the tokens, for small models trained on a CPU).
+        board: how messages show the board: 'grid' (rows " X | O | 2" between "---------"
+            lines, then "Available positions: [...]") or 'compact' (three rows "X O 2", no list
+            of free cells, short status lines: half the tokens of a game's replies); the system
+            prompt draws the one chosen. The games and the rewards are the same.
         opponent: who plays O: 'scripted' (the seeded minimax opponent above) or 'self' (the
             policy, in a seat of its own with O's view of the board; both seats are trained).
         scripted_fraction: with opponent='self', the share of games still played against the
@@ -310,6 +316,9 @@ def load_environment(
         )
     if rules not in SYSTEM_PROMPTS:
         raise ValueError(f"rules must be one of {sorted(SYSTEM_PROMPTS)}, got {rules!r}")
+    if board not in BOARDS:
+        raise ValueError(f"board must be one of {sorted(BOARDS)}, got {board!r}")
+    wording = BOARDS[board]
     _check_probability("min_random_move_prob", min_random_move_prob)
     _check_probability("max_random_move_prob", max_random_move_prob)
     if min_random_move_prob > max_random_move_prob:
@@ -321,7 +330,7 @@ def load_environment(
     require_int("num_examples", num_examples, 1)
     require_int("max_turns", max_turns, 1)
     rows = example_rows(num_examples, seed, min_random_move_prob, max_random_move_prob, num_groups,
-                        opponent, scripted_fraction)  # fmt: skip
+                        opponent, scripted_fraction, wording)  # fmt: skip
     parser = XMLParser(["think", "move"], answer_field="move")
     rubric = Rubric(parser=parser)
     rubric.add(win_reward, 1.0).add(format_reward, 0.2)
@@ -330,7 +339,7 @@ def load_environment(
         rubric.add(mistakes, mistake_penalty)
     env = TicTacToeEnv(
         rows,
-        system_prompt=SYSTEM_PROMPTS[rules],
+        system_prompt=wording.system_prompts[rules],
         parser=parser,
         rubric=rubric,
         max_turns=max_turns,
@@ -340,4 +349,5 @@ def load_environment(
     env.invalid_penalty = invalid_penalty
     env.opponent, env.scripted_fraction = opponent, scripted_fraction
     env.mistake_penalty = mistake_penalty
+    env.wording = wording
     return env

@@ -92,30 +92,52 @@ def place(board: Board, cell: int, mark: str) -> Board:
 # ---------------------------------------------------------------- rendering and reading boards
 
 
+def _shown_cells(board: Board) -> list[str]:
+    return [cell if cell != EMPTY else str(i) for i, cell in enumerate(board)]
+
+
 def render_board(board: Board) -> str:
     """Three rows " a | b | c" separated by "---------"; a free cell shows its own digit."""
-    shown = [cell if cell != EMPTY else str(i) for i, cell in enumerate(board)]
+    shown = _shown_cells(board)
     rows = [f" {shown[r]} | {shown[r + 1]} | {shown[r + 2]}" for r in (0, 3, 6)]
     return f"\n{ROW_SEPARATOR}\n".join(rows)
 
 
-# Fixed-width pattern (no nested quantifiers), so scanning a long text stays linear.
+def render_compact_board(board: Board) -> str:
+    """Three rows "a b c", e.g. "X O 2" / "3 X 5" / "6 7 O"; a free cell shows its own digit.
+
+    The spaces keep each mark a token of its own: SmolLM2 reads "XXO" as "XX" + "O".
+    """
+    shown = _shown_cells(board)
+    return "\n".join(" ".join(shown[r : r + 3]) for r in (0, 3, 6))
+
+
+# Fixed-width patterns (no nested quantifiers), so scanning a long text stays linear.
 _CELL = r"([XO0-8])"
 _ROW = rf" {_CELL} \| {_CELL} \| {_CELL}"
 _RENDERED_BOARD = re.compile(rf"{_ROW}\n{ROW_SEPARATOR}\n{_ROW}\n{ROW_SEPARATOR}\n{_ROW}")
+# A compact board is three whole lines: "X O 2" inside a longer line is not a row.
+_COMPACT_ROW = rf"{_CELL} {_CELL} {_CELL}"
+_COMPACT_BOARD = re.compile(rf"^{_COMPACT_ROW}\n{_COMPACT_ROW}\n{_COMPACT_ROW}$", re.MULTILINE)
 
 
 def parse_board(text: str) -> Board:
-    """The last board in `text` written by `render_board`; ValueError if there is none.
+    """The last board in `text` written by `render_board` or `render_compact_board`; ValueError
+    if there is none.
 
     A digit only counts in its own cell ("4" in the centre), so a line of cell numbers that is
     not a board is never mistaken for one.
     """
     found: Board | None = None
-    for match in _RENDERED_BOARD.finditer(text):
-        shown = match.groups()
-        if all(c in (X_MARK, O_MARK) or c == str(i) for i, c in enumerate(shown)):
-            found = tuple(c if c in (X_MARK, O_MARK) else EMPTY for c in shown)
+    last_end = -1
+    for pattern in (_RENDERED_BOARD, _COMPACT_BOARD):
+        for match in pattern.finditer(text):
+            shown = match.groups()
+            if match.end() > last_end and all(
+                c in (X_MARK, O_MARK) or c == str(i) for i, c in enumerate(shown)
+            ):
+                found = tuple(c if c in (X_MARK, O_MARK) else EMPTY for c in shown)
+                last_end = match.end()
     if found is None:
         raise ValueError("no rendered tic-tac-toe board found in the text")
     return found

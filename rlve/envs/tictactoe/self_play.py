@@ -24,11 +24,6 @@ from rlve.envs.tictactoe.game import (
     format_ok,
     free_cells,
 )
-from rlve.envs.tictactoe.prompts import (
-    invalid_move_message,
-    opponent_played_status,
-    turn_message,
-)
 
 SEAT_ATTEMPTS = 3
 """answers the O seat gets for one move before a random free cell is played for it"""
@@ -60,22 +55,19 @@ async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> 
     """O's move on `board` (X to have just played `x_cell`; None: O opens the game), asked of
     the O seat, which is opened on its first move. The environment (`referee`) records the
     seat's invalid answers and mistakes in the seat's state: `count_invalid(seat_state)`,
-    `judge_move(seat_state, view, cell)`."""
+    `judge_move(seat_state, view, cell)`; the seat reads the referee's `wording`."""
     view = swap_marks(board)
-    if x_cell is None:
-        status = "You play X and move first."
-    else:
-        status = opponent_played_status(x_cell)
+    words = referee.wording
     seat = state.get("o_seat")
     if seat is None:
-        if x_cell is not None:
-            status = f"You play X. {status}"
+        opening = words.turn_message(view, words.opening_status(x_cell))
         system = state["prompt"][0]
-        seat = state["open_seat"]([system, {"role": "user", "content": turn_message(view, status)}])
+        seat = state["open_seat"]([system, {"role": "user", "content": opening}])
         seat.state.update(result=None, invalid_moves=0, formatted_turns=0)
         state["o_seat"] = seat
     else:
-        seat.tell([{"role": "user", "content": turn_message(view, status)}])
+        status = words.opponent_played_status(x_cell)
+        seat.tell([{"role": "user", "content": words.turn_message(view, status)}])
     for _ in range(SEAT_ATTEMPTS):
         text = await seat.play()
         if text is None:
@@ -85,7 +77,8 @@ async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> 
             cell = answered_cell(text, view)
         except InvalidMove as invalid:
             referee.count_invalid(seat.state)
-            seat.tell([{"role": "user", "content": invalid_move_message(invalid.reason, view)}])
+            retry = words.invalid_move_message(invalid.reason, view)
+            seat.tell([{"role": "user", "content": retry}])
             continue
         referee.judge_move(seat.state, view, cell)
         return cell
