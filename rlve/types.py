@@ -153,6 +153,48 @@ def seat_rosters(rollouts: list[Trajectory]) -> list[list[Trajectory]]:
     return [[t.seats[k] for t in rollouts if len(t.seats) > k] for k in range(positions)]
 
 
+Span = tuple[int, int]
+"""[start, end) of a run of consecutive positions"""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The nodes one sequence adds to a `PrefixTree`, and the nodes before them on its path."""
+
+    nodes: Span
+    ancestors: tuple[Span, ...]
+    """the runs of nodes holding the prefix it shares with earlier sequences, in order"""
+
+
+@dataclass(frozen=True)
+class PrefixTree:
+    """One decoder pass over the distinct prefixes of a packed micro-batch's sequences
+    (rlve.algorithms.prefix_tree builds it): a row of N nodes, each a token that begins alike
+    in one or more sequences, attending to its ancestors and to the earlier nodes of its
+    segment."""
+
+    input_ids: Tensor
+    """[1, N] long, the token of each node"""
+    position_ids: Tensor
+    """[1, N] long, each node's position within the sequences through it (its depth)"""
+    node_index: Tensor
+    """[B, T] long, aligned with the micro-batch's rows: the node of each token"""
+    segments: tuple[Segment, ...]
+    """one per sequence with tokens not shared with an earlier one, in node order"""
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.input_ids.shape[1])
+
+    def to(self, device: Any) -> PrefixTree:
+        return PrefixTree(
+            input_ids=self.input_ids.to(device),
+            position_ids=self.position_ids.to(device),
+            node_index=self.node_index.to(device),
+            segments=self.segments,
+        )
+
+
 @dataclass
 class MicroBatch:
     """One forward/backward pass of the trainer: rows of token ids, in one of two layouts.
@@ -184,6 +226,9 @@ class MicroBatch:
     position_ids: Tensor | None = None
     """[B, T] long, each token's position within its own sequence (0 where a sequence starts):
     set for packed rows, None for padded rows (there, positions count from each row's start)"""
+    prefix_tree: PrefixTree | None = None
+    """packed rows only: the decoder runs on this tree of their distinct prefixes instead of the
+    rows, each token reading its hidden state from its node (None: the rows are forwarded)"""
 
     @property
     def num_loss_tokens(self) -> int:
@@ -199,3 +244,14 @@ class TrainBatch:
     """sequences over all micro-batches (GRPO scales each micro-batch by its share of these)"""
     num_loss_tokens: int
     """masked tokens over all micro-batches: the token-level losses' denominator"""
+    skipped_tokens: int = 0
+    """tokens of the sequences left out of every pass (all their advantages 0, no KL term):
+    counted in `num_sequences` and `num_loss_tokens`, where their loss terms are exactly 0"""
+
+    @property
+    def forward_tokens(self) -> int:
+        """Positions the decoder runs on, per pass: a micro-batch's tree nodes, else its rows."""
+        return sum(
+            m.prefix_tree.num_nodes if m.prefix_tree is not None else m.input_ids.numel()
+            for m in self.micro_batches
+        )

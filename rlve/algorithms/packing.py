@@ -20,6 +20,7 @@ from torch import Tensor
 
 from rlve.algorithms import group_advantages
 from rlve.algorithms.packed_rows import pack_into_rows
+from rlve.algorithms.prefix_tree import build_prefix_tree, pack_by_new_tokens
 from rlve.algorithms.turn_credit import token_advantages, turn_advantages, turn_returns
 from rlve.types import (
     MicroBatch,
@@ -338,6 +339,16 @@ def build_packed_micro_batch(
     )
 
 
+def shared_prefix_micro_batch(
+    sequences: Sequence[TrainSequence], indices: list[int], pad_token_id: int
+) -> MicroBatch:
+    """The sequences at `indices` end to end in one row, with the prefix tree it is forwarded
+    through (its `node_index` aligned with the row)."""
+    micro = build_packed_micro_batch(sequences, [indices], pad_token_id)
+    micro.prefix_tree = build_prefix_tree([sequences[i].token_ids for i in indices])
+    return micro
+
+
 def build_train_batch(
     sequences: Sequence[TrainSequence],
     *,
@@ -345,6 +356,7 @@ def build_train_batch(
     pad_token_id: int,
     packing: str = "padded",
     single_row: bool = False,
+    share_prefixes: bool = False,
 ) -> TrainBatch:
     """All sequences of one optimizer step in micro-batches of the `packing` layout.
 
@@ -355,6 +367,10 @@ def build_train_batch(
     squared, so rows are no longer than the longest sequence (nor max_tokens), no row costs more
     attention than the padded layout's widest, and rows are grouped like padded sequences
     (`pack_by_token_budget` over the row lengths), padded at their ends only.
+
+    With `share_prefixes` (packed, single row: attention that reads a prefix tree) each
+    micro-batch also carries the prefix tree of its sequences, taken in lexicographic order, and
+    holds up to max_tokens tree nodes (`pack_by_new_tokens`): the distinct tokens it forwards.
     """
     if packing not in PACKINGS:
         raise ValueError(f"packing must be one of {list(PACKINGS)}, got {packing!r}")
@@ -365,7 +381,17 @@ def build_train_batch(
         if problem:
             raise ValueError(f"sequence {index}: {problem}")
     lengths = [len(s.token_ids) for s in sequences]
-    if packing == "padded":
+    if share_prefixes:
+        if packing != "packed" or not single_row:
+            raise ValueError("share_prefixes needs packing='packed' with single_row")
+        for length in lengths:
+            if length > max_tokens:
+                warn_oversized(length, max_tokens)
+        micro_batches = [
+            shared_prefix_micro_batch(sequences, indices, pad_token_id)
+            for indices in pack_by_new_tokens([s.token_ids for s in sequences], max_tokens)
+        ]
+    elif packing == "padded":
         batches = pack_by_token_budget(lengths, max_tokens)
         micro_batches = [build_micro_batch(sequences, indices, pad_token_id) for indices in batches]
     else:

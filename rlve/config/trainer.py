@@ -97,6 +97,11 @@ class TrainerConfig:
     block-diagonal mask costs the row length squared) or "padded" (one right-padded sequence per
     row). Same log-probs and gradients up to float rounding; packed needs a model with only
     full-attention layers (docs/algorithms.md, "Micro-batches")"""
+    share_prefixes: bool = True
+    """packed rows with sdpa attention: forward each distinct prefix of a micro-batch's
+    sequences once (a group's prompt, the system prompt, repeated first turns), through a prefix
+    tree of up to max_tokens_per_microbatch nodes; same log-probs and gradients up to float
+    rounding. Ignored where the attention cannot read a tree (padded rows, flash, eager)"""
     logprob_chunk_tokens: int = 1024
     """tokens per chunk of the vocabulary projection, so [tokens, vocab] logits never exist at
     once for the whole micro-batch; >= 1"""

@@ -15,18 +15,40 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from rlve.training.packed_attention import packed_decoder_inputs
+from rlve.training.packed_attention import check_tree_attention, packed_decoder_inputs
+from rlve.training.sequence_attention import prepared_mask
+from rlve.types import PrefixTree
 
 
 def _chunk_logprobs(
-    features: Tensor, targets: Tensor, head: Callable[[Tensor], Tensor], temperature: float
-) -> tuple[Tensor, Tensor]:
+    features: Tensor, targets: Tensor, head: Callable[[Tensor], Tensor], temperature: float,
+    entropies: list[Tensor] | None = None,
+) -> Tensor:  # fmt: skip
+    """The taken tokens' log-probs; their entropies appended to `entropies` when it is given."""
     logits = head(features).float() / temperature  # fp32 softmax even for bf16 weights
     logp_all = torch.log_softmax(logits, dim=-1)
     taken = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    # entropy is a metric only: no graph kept for it
-    entropy = -(logp_all.detach().exp() * logp_all.detach()).sum(-1)
-    return taken, entropy
+    if entropies is not None:  # a metric only: no graph kept for it
+        detached = logp_all.detach()
+        entropies.append(-(detached.exp() * detached).sum(-1))
+    return taken
+
+
+def _recomputed_chunk_logprobs(
+    features: Tensor, targets: Tensor, head: Callable[[Tensor], Tensor], temperature: float
+) -> tuple[Tensor, Tensor]:
+    """`_chunk_logprobs` with its logits recomputed in the backward pass instead of kept; the
+    entropy is taken in the forward pass only (the recomputation has no use for it)."""
+    entropies: list[Tensor] = []
+
+    def taken_logprobs(features: Tensor, targets: Tensor) -> Tensor:
+        first_call = not entropies
+        return _chunk_logprobs(
+            features, targets, head, temperature, entropies if first_call else None
+        )
+
+    taken = checkpoint(taken_logprobs, features, targets, use_reentrant=False)
+    return taken, entropies[0]
 
 
 def token_logprobs(
@@ -61,13 +83,11 @@ def token_logprobs(
     for start in range(0, features.shape[0], chunk_tokens):
         chunk = (features[start : start + chunk_tokens], targets[start : start + chunk_tokens])
         if recompute:
-            logp, entropy = checkpoint(
-                _chunk_logprobs, *chunk, apply_head, temperature, use_reentrant=False
-            )
+            logp, entropy = _recomputed_chunk_logprobs(*chunk, apply_head, temperature)
+            entropies.append(entropy)
         else:
-            logp, entropy = _chunk_logprobs(*chunk, apply_head, temperature)
+            logp = _chunk_logprobs(*chunk, apply_head, temperature, entropies)
         taken.append(logp)
-        entropies.append(entropy)
     if not taken:
         empty = features.new_zeros(0, dtype=torch.float32)
         return empty, empty
@@ -83,6 +103,7 @@ def sequence_logprobs(
     temperature: float = 1.0,
     chunk_tokens: int = 1024,
     position_ids: Tensor | None = None,
+    prefix_tree: PrefixTree | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Log-prob and entropy of each trained token of a right-padded batch, or of packed rows.
 
@@ -98,6 +119,9 @@ def sequence_logprobs(
         loss_mask: [B, T] bool, never True at t = 0.
         position_ids: [B, T] long for packed rows (0 where each sequence starts), attended
             through `packed_decoder_inputs`; None for right-padded rows.
+        prefix_tree: for packed rows, the tree of their distinct prefixes: the decoder runs on
+            its nodes (rlve.training.tree_attention) and each token takes its node's hidden
+            state, which equals the one it gets in its row up to float rounding.
 
     Returns:
         (logp [B, T], entropy [B, T]) float32, 0 where `loss_mask` is False.
@@ -105,12 +129,20 @@ def sequence_logprobs(
     if bool(loss_mask[:, 0].any()):
         raise ValueError("loss_mask is True on the first token, which no earlier token predicts")
     decoder = causal_lm.get_decoder()
-    if position_ids is None:
-        inputs = {"attention_mask": attention_mask}
+    if prefix_tree is not None:
+        check_tree_attention(causal_lm.config)
+        tree_positions = prefix_tree.position_ids
+        hidden = decoder(
+            input_ids=prefix_tree.input_ids, attention_mask=prepared_mask(tree_positions),
+            position_ids=tree_positions, prefix_tree=prefix_tree,
+        ).last_hidden_state  # fmt: skip
+        hidden = hidden[0, prefix_tree.node_index]  # [B, T, D]: each token's own node
+    elif position_ids is None:
+        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     else:
         dtype = causal_lm.get_input_embeddings().weight.dtype
         inputs = packed_decoder_inputs(causal_lm.config, position_ids, dtype)
-    hidden = decoder(input_ids=input_ids, **inputs).last_hidden_state
+        hidden = decoder(input_ids=input_ids, **inputs).last_hidden_state
     predicts_trained = torch.zeros_like(loss_mask)
     predicts_trained[:, :-1] = loss_mask[:, 1:]  # hidden[t - 1] predicts token t
     logp, entropy = token_logprobs(
@@ -151,12 +183,14 @@ class TokenScorer(nn.Module):
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, *,
         temperature: float, chunk_tokens: int, position_ids: Tensor | None = None,
+        prefix_tree: PrefixTree | None = None,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
         device = input_ids.device.type
         with torch.autocast(device, dtype=torch.bfloat16, enabled=self.autocast_bf16):
             return sequence_logprobs(
                 self.causal_lm, input_ids, attention_mask, loss_mask,
                 temperature=temperature, chunk_tokens=chunk_tokens, position_ids=position_ids,
+                prefix_tree=prefix_tree,
             )  # fmt: skip
 
 

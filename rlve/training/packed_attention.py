@@ -58,6 +58,22 @@ def check_packable(config: object) -> None:
         )
 
 
+def shares_prefixes(config: object) -> bool:
+    """Whether the model's attention can run over a prefix tree (rlve.types.PrefixTree): only
+    `SEQUENCE_SDPA`, rlve's own, reads one; flash kernels find sequences in position ids."""
+    return _implementation(config) == SEQUENCE_SDPA
+
+
+def check_tree_attention(config: object) -> None:
+    """Raise ValueError unless `shares_prefixes(config)`: another attention would ignore the
+    tree and let every node see every earlier one."""
+    if not shares_prefixes(config):
+        raise ValueError(
+            f"a prefix tree needs the {SEQUENCE_SDPA!r} attention, the model uses "
+            f"{_implementation(config)!r}: set trainer.share_prefixes=false"
+        )
+
+
 def block_causal_mask(position_ids: Tensor) -> Tensor:
     """[B, 1, T, T] bool, True where query t may attend key s: s <= t and no sequence starts in
     (s, t], i.e. both lie in the same sequence of the row (a sequence starts where its position

@@ -19,6 +19,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from rlve.training.tree_attention import tree_sdpa
+
 SEQUENCE_SDPA = "rlve_sequence_sdpa"
 """the attention implementation's name in transformers' registries"""
 
@@ -52,7 +54,12 @@ def sequence_sdpa(
     position_ids: Tensor | None = None, **kwargs,
 ) -> tuple[Tensor, None]:  # fmt: skip
     """transformers' attention-function contract: query [B, H, T, D], key and value
-    [B, H_kv, T, D] -> ([B, T, H, D], None). Packed rows: causal sdpa per sequence."""
+    [B, H_kv, T, D] -> ([B, T, H, D], None). Packed rows: causal sdpa per sequence; a
+    `prefix_tree` keyword (the decoder passes it through): attention over its nodes."""
+    tree = kwargs.get("prefix_tree")
+    if tree is not None:
+        output = tree_sdpa(query, key, value, tree, scaling, dropout)
+        return output.transpose(1, 2).contiguous(), None
     if position_ids is None or not is_packed(position_ids):
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs

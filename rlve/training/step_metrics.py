@@ -55,4 +55,9 @@ def with_perf(
     micros = [m for b in batches for m in b.micro_batches]
     tokens = sum(int(m.attention_mask.sum()) for m in micros) * passes
     return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed,
-            "perf/padded_frac": padded_fraction(micros)}  # fmt: skip
+            "perf/padded_frac": padded_fraction(micros),
+            # one pass: positions the decoder ran on; the sequences' tokens it would have run on
+            # without prefix sharing; tokens of sequences left out (no advantage, no KL)
+            "perf/forward_tokens": float(sum(b.forward_tokens for b in batches)),
+            "perf/unshared_tokens": float(sum(int(m.attention_mask.sum()) for m in micros)),
+            "perf/skipped_tokens": float(sum(b.skipped_tokens for b in batches))}  # fmt: skip

@@ -38,7 +38,11 @@ from rlve.training.checkpoint import (
 from rlve.training.export import export_model, merged_named_weights
 from rlve.training.logprobs import TokenScorer
 from rlve.training.micro_loss import micro_batch_loss
-from rlve.training.packed_attention import check_packable, separates_sequences
+from rlve.training.packed_attention import (
+    check_packable,
+    separates_sequences,
+    shares_prefixes,
+)
 from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
@@ -146,9 +150,9 @@ class Trainer:
             return {**metrics, "train/skipped_steps": float(self.skipped_steps),
                     "perf/train_s": time.perf_counter() - started}  # fmt: skip
 
-        batches = [
-            self._build_batch(part) for part in split_evenly(grouped.sequences, config.mini_batches)
-        ]
+        skip = config.kl_beta == 0  # a KL term needs every token, advantage or not
+        parts = split_evenly(grouped.sequences, config.mini_batches)
+        batches = [self._build_batch(part, skip_zero_advantage=skip) for part in parts]
         recompute = len(batches) > 1 or config.num_iterations > 1
         # all old log-probs are taken before the first update moves the weights
         for batch in batches:
@@ -179,6 +183,7 @@ class Trainer:
         """One optimizer step on `batch` (accumulated over its micro-batches)."""
         config = self.config
         num_tokens = batch.num_loss_tokens
+        forwarded = float(sum(m.num_loss_tokens for m in batch.micro_batches))
         lr = self.scheduler.get_last_lr()[0]
         stats: list[LossStats] = []
         loss_sum = entropy_sum = kl_sum = 0.0
@@ -198,11 +203,13 @@ class Trainer:
                 stats.append(micro_stats)
         finite = self.world.all(finite)
         grad_norm = self._apply_gradients(finite)
-        loss_sum, entropy_sum, kl_sum = self.world.sum([loss_sum, entropy_sum, kl_sum])
+        loss_sum, entropy_sum, kl_sum, forwarded = self.world.sum(
+            [loss_sum, entropy_sum, kl_sum, forwarded]
+        )
         metrics = {
             "train/loss": loss_sum if finite else math.nan,
             "train/grad_norm": grad_norm,
-            "train/entropy": entropy_sum / num_tokens,
+            "train/entropy": entropy_sum / forwarded,  # of the tokens that were forwarded
             "train/lr": lr,
         }
         if config.kl_beta > 0:
@@ -271,8 +278,11 @@ class Trainer:
             (loss * self.world.size).backward()
         return finite
 
-    def _build_batch(self, sequences: Sequence[TrainSequence]) -> TrainBatch:
+    def _build_batch(
+        self, sequences: Sequence[TrainSequence], skip_zero_advantage: bool = False
+    ) -> TrainBatch:
         """This rank's part of `sequences`, packed, on the trainer's device."""
+        packed = self.config.packing == "packed"
         batch = build_rank_batch(
             sequences,
             self.world,
@@ -280,6 +290,10 @@ class Trainer:
             pad_token_id=self.pad_token_id,
             packing=self.config.packing,
             single_row=separates_sequences(self.causal_lm.config),  # one row, no padding
+            share_prefixes=packed
+            and self.config.share_prefixes
+            and shares_prefixes(self.causal_lm.config),
+            skip_zero_advantage=skip_zero_advantage,
         )
         return batch_on(batch, self.device)
 
@@ -293,6 +307,7 @@ class Trainer:
             temperature=self.config.temperature if temperature is None else temperature,
             chunk_tokens=self.config.logprob_chunk_tokens,
             position_ids=micro.position_ids,
+            prefix_tree=micro.prefix_tree,
         )
 
     @torch.no_grad()

@@ -1,0 +1,137 @@
+"""The training part of the tic-tac-toe recipe's RL step, this tree against an older commit.
+
+The workload is the recipe's step: SmolLM2-135M-Instruct, full fine-tuning under bf16 autocast,
+CISPO, 2,048-token micro-batches, 8 problems x 8 games with the short rules. The games are the
+recipe's noisy minimax teacher's (same seeds in every case), so both commits train on the same
+tokens without a sampler; `old_logprobs=recompute` with one update costs what the recipe's
+`sampler` does (no extra pass). Each case runs in its own process on the code of its tree (a
+git worktree for the older commit): one warm-up step, then `--steps` timed steps.
+
+    python scripts/bench_step_cost.py                          # this tree against HEAD~0's main
+    python scripts/bench_step_cost.py --old 73502e9 --steps 2  # against a given commit
+    python scripts/bench_step_cost.py --old none               # this tree only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = "73502e9"
+"""main before prefix sharing, zero-advantage skipping and the compact board"""
+
+
+def recipe_groups(tokenizer, board: str, noise: float, problems: int, games: int):
+    """`problems` groups of `games` teacher games, the recipe's environment settings."""
+    from rlve import evaluate, load_environment
+    from rlve.envs.tictactoe.policies import noisy_minimax_policy
+    from rlve.inference.scripted import ScriptedEngine
+    from rlve.rollout.chat_tokens import end_of_turn_id
+
+    board_args = {} if board == "grid" else {"board": board}
+    env = load_environment("tictactoe", num_examples=problems, seed=1, rules="short",
+                           min_random_move_prob=0.2, max_random_move_prob=0.7,
+                           invalid_penalty="per_move", **board_args)  # fmt: skip
+    engine = ScriptedEngine(noisy_minimax_policy(noise), tokenizer, end_of_turn_id(tokenizer))
+    result = evaluate(env, engine, problems, rollouts_per_example=games, seed=0, progress=False)
+    return result.groups
+
+
+def worker(args) -> None:
+    import torch
+
+    import rlve
+    from rlve.config import TrainerConfig
+    from rlve.training.trainer import Trainer
+
+    config = TrainerConfig(model="smollm2_135m", dtype="bfloat16", lr=2e-6, loss="cispo",
+                           is_cap=5.0, old_logprobs="recompute", max_tokens_per_microbatch=2048,
+                           max_steps=100, temperature=1.0)  # fmt: skip
+    if args.no_share:
+        config = replace(config, share_prefixes=False)
+    trainer = Trainer(config)
+    groups = recipe_groups(trainer.tokenizer, args.board, 0.5, args.problems, args.games)
+    games = [t for g in groups for t in g.trajectories]
+    times, metrics = [], {}
+    for step in range(args.steps + 1):
+        started = time.perf_counter()
+        metrics = trainer.train_step(groups)
+        if step:  # the first step warms allocators and caches up
+            times.append(time.perf_counter() - started)
+    print(json.dumps({
+        "rlve": str(Path(rlve.__file__).parent.parent),
+        "threads": torch.get_num_threads(),
+        "train_s": times,
+        "tokens_per_game": statistics.mean(len(t.token_ids) for t in games),
+        "trained_per_game": statistics.mean(sum(t.loss_mask) for t in games),
+        "forward_tokens": metrics.get("perf/forward_tokens"),
+        "skipped_tokens": metrics.get("perf/skipped_tokens"),
+        "reward_mean": statistics.mean(t.reward for t in games),
+    }))  # fmt: skip
+
+
+def worktree(commit: str) -> Path:
+    path = Path(tempfile.gettempdir()) / f"rlve_bench_{commit}"
+    if not path.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit],
+                       check=True, capture_output=True)  # fmt: skip
+    return path
+
+
+def run_case(root: Path, board: str, args, no_share: bool = False) -> dict:
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--board", board,
+               "--steps", str(args.steps), "--problems", str(args.problems),
+               "--games", str(args.games)] + (["--no-share"] if no_share else [])  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"case {root} {board} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(result["rlve"]).resolve() != root.resolve():
+        raise RuntimeError(f"the worker imported rlve from {result['rlve']}, not {root}")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", default=BASELINE, help="older commit to compare, or 'none'")
+    parser.add_argument("--steps", type=int, default=2, help="timed steps per case")
+    parser.add_argument("--problems", type=int, default=8)
+    parser.add_argument("--games", type=int, default=8, help="games per problem")
+    parser.add_argument("--boards", nargs="+", default=["grid", "compact"])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--board", default="grid", help=argparse.SUPPRESS)
+    parser.add_argument("--no-share", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    cases = []
+    if args.old != "none":
+        cases.append((f"{args.old} (old)", worktree(args.old), "grid", False))
+    cases.append(("this tree, no prefix sharing", ROOT, "grid", True))
+    cases += [(f"this tree, {board} board", ROOT, board, False) for board in args.boards]
+    print(f"{args.problems} x {args.games} teacher games, {args.steps} timed steps a case")
+    print("| case | tokens/game | trained/game | forwarded/step | s/step | vs first |")
+    print("|---|---:|---:|---:|---:|---:|")
+    first = None
+    for name, root, board, no_share in cases:
+        result = run_case(root, board, args, no_share)
+        seconds = statistics.mean(result["train_s"])
+        first = first or seconds
+        forwarded = result["forward_tokens"]
+        forwarded = f"{forwarded:.0f}" if forwarded is not None else "-"
+        print(f"| {name} | {result['tokens_per_game']:.0f} | {result['trained_per_game']:.0f} | "
+              f"{forwarded} | {seconds:.1f} | {seconds / first:.2f}x |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
