@@ -146,6 +146,29 @@ def test_a_packed_step_is_the_padded_step_without_the_padding(loss):
         assert change <= 0.1 * tolerance * padded["train/grad_norm"], name
 
 
+def test_a_step_forwards_each_prompt_once_and_skips_what_has_no_advantage():
+    # rewards 1, 0, 0.5, 0.5: advantages 0.5, -0.5, 0, 0, so completions C and D (8 tokens each)
+    # cannot move the loss; A and B share the 5-token prompt: 5 + 3 + 3 nodes for 16 tokens
+    group = make_group(rewards=(1.0, 0.0, 0.5, 0.5))
+    results = {}
+    for share in (False, True):
+        config = TrainerConfig(lr=0.1, adam_eps=1.0, max_grad_norm=0.0, share_prefixes=share)
+        trainer = Trainer(config)
+        results[share] = (trainer.train_step([group]), trainable(trainer))
+    (apart, apart_weights), (shared, shared_weights) = results[False], results[True]
+    assert shared["perf/skipped_tokens"] == apart["perf/skipped_tokens"] == 16
+    assert shared["perf/unshared_tokens"] == apart["perf/forward_tokens"] == 16
+    assert shared["perf/forward_tokens"] == 11
+    assert shared["train/num_tokens"] == 12  # the skipped completions still count in the mean
+    tolerance = 2 * 4 * math.sqrt(512) * 2**-24  # as in the packed step's test above
+    assert shared["train/loss"] == pytest.approx(apart["train/loss"], abs=tolerance / 2 * 10)
+    for name, weight in apart_weights.items():
+        change = (weight - shared_weights[name]).abs().max().item()
+        assert change <= 0.1 * tolerance * apart["train/grad_norm"], name
+    with_kl = Trainer(TrainerConfig(kl_beta=0.1)).train_step([group])
+    assert with_kl["perf/skipped_tokens"] == 0  # the KL term needs every token
+
+
 # ---------------------------------------------------------------------------------------------
 # Checkpoints
 # ---------------------------------------------------------------------------------------------
