@@ -79,6 +79,31 @@ def worker(args) -> None:
     }))  # fmt: skip
 
 
+def loop_worker(args) -> None:
+    """Runs the recipe's RL (`rl_overrides` of this tree) from `args.model` for `args.steps` + 1
+    steps and prints the timed steps' perf/ metrics."""
+    import rlve
+    from rlve.cli.recipe import RECIPE, rl_overrides
+
+    size = RECIPE if args.board == "grid" else replace(RECIPE, board=args.board)
+    out = Path(tempfile.mkdtemp(prefix="rlve_bench_loop_"))
+    replaced = ("trainer.max_steps=", "save_every=")
+    overrides = [o for o in rl_overrides(size) if not o.startswith(replaced)]
+    overrides += [f"trainer.model={args.model}", "trainer.seed=0", "env.seed=0",
+                  "inference.seed=0", f"output_dir={out}", f"trainer.max_steps={args.steps + 1}",
+                  f"save_every={args.steps + 10}"]  # fmt: skip
+    command = [sys.executable, "-m", "rlve.train", *overrides]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    timed = [r for r in rows if "perf/step_s" in r][1:]  # step 1 warms vLLM and torch up
+    names = ("perf/step_s", "perf/train_s", "perf/rollout_s", "perf/sync_s",
+             "perf/forward_tokens", "perf/unshared_tokens", "perf/skipped_tokens")  # fmt: skip
+    print(json.dumps({
+        "rlve": str(Path(rlve.__file__).parent.parent),
+        **{n: statistics.mean(r.get(n, float("nan")) for r in timed) for n in names},
+    }))  # fmt: skip
+
+
 def worktree(commit: str) -> Path:
     path = Path(tempfile.gettempdir()) / f"rlve_bench_{commit}"
     if not path.exists():
@@ -87,10 +112,12 @@ def worktree(commit: str) -> Path:
     return path
 
 
-def run_case(root: Path, board: str, args, no_share: bool = False) -> dict:
+def run_case(root: Path, board: str, args, no_share: bool = False, model: str = "") -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--board", board,
                "--steps", str(args.steps), "--problems", str(args.problems),
                "--games", str(args.games)] + (["--no-share"] if no_share else [])  # fmt: skip
+    if model:
+        command += ["--model", str(Path(model).resolve())]
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if done.returncode:
@@ -108,12 +135,18 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=8)
     parser.add_argument("--games", type=int, default=8, help="games per problem")
     parser.add_argument("--boards", nargs="+", default=["grid", "compact"])
+    parser.add_argument("--loop", nargs="+", metavar="BOARD=MODEL",
+                        help="whole RL steps (vLLM included) from these students instead, "
+                        "e.g. grid=runs/demo/sft_model")  # fmt: skip
+    parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--board", default="grid", help=argparse.SUPPRESS)
     parser.add_argument("--no-share", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker(args)
+        return loop_worker(args) if args.model else worker(args)
+    if args.loop:
+        return compare_loops(args)
     cases = []
     if args.old != "none":
         cases.append((f"{args.old} (old)", worktree(args.old), "grid", False))
@@ -131,6 +164,27 @@ def main() -> None:
         forwarded = f"{forwarded:.0f}" if forwarded is not None else "-"
         print(f"| {name} | {result['tokens_per_game']:.0f} | {result['trained_per_game']:.0f} | "
               f"{forwarded} | {seconds:.1f} | {seconds / first:.2f}x |", flush=True)  # fmt: skip
+
+
+def compare_loops(args) -> None:
+    """The recipe's whole RL step (8 x 8 games through vLLM, training, the push) from the same
+    students: the older commit on the grid board, this tree on each board given."""
+    students = dict(item.split("=", 1) for item in args.loop)
+    cases = []
+    if args.old != "none" and "grid" in students:
+        cases.append((f"{args.old} (old), grid", worktree(args.old), "grid"))
+    cases += [(f"this tree, {board}", ROOT, board) for board in students]
+    print(f"the recipe's RL step from an SFT student, {args.steps} timed steps a case (after one)")
+    print("| case | step s | rollout s | train s | push s | forwarded/step | vs first |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    first = None
+    for name, root, board in cases:
+        r = run_case(root, board, args, model=students[board])
+        first = first or r["perf/step_s"]
+        forwarded = r["perf/forward_tokens"]
+        print(f"| {name} | {r['perf/step_s']:.1f} | {r['perf/rollout_s']:.1f} | "
+              f"{r['perf/train_s']:.1f} | {r['perf/sync_s']:.2f} | {forwarded:.0f} | "
+              f"{r['perf/step_s'] / first:.2f}x |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

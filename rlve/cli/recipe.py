@@ -365,10 +365,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="the RL arms to run from the SFT student (see ARMS)")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="train nothing: tabulate the runs already finished")  # fmt: skip
+    parser.add_argument("--board", choices=("grid", "compact"),
+                        help="how the messages show the board (RecipeSize.board)")  # fmt: skip
+    parser.add_argument("--demo", action="store_true",
+                        help="`make demo`'s sizes (SmolLM2, 30 SFT, 6 RL steps)")  # fmt: skip
     args = parser.parse_args(argv)
-    size = SIZES[args.model]
+    size = DEMO if args.demo else SIZES[args.model]
     if args.invalid_penalty:
         size = replace(size, invalid_penalty=args.invalid_penalty)
+    if args.board:
+        size = replace(size, board=args.board)
     run(Path(args.out), size, args.seeds, args.arms, train=not args.table_only)
 
 
