@@ -136,7 +136,6 @@ def sequence_logprobs(
             input_ids=prefix_tree.input_ids, attention_mask=prepared_mask(tree_positions),
             position_ids=tree_positions, prefix_tree=prefix_tree,
         ).last_hidden_state  # fmt: skip
-        hidden = hidden[0, prefix_tree.node_index]  # [B, T, D]: each token's own node
     elif position_ids is None:
         hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     else:
@@ -145,8 +144,13 @@ def sequence_logprobs(
         hidden = decoder(input_ids=input_ids, **inputs).last_hidden_state
     predicts_trained = torch.zeros_like(loss_mask)
     predicts_trained[:, :-1] = loss_mask[:, 1:]  # hidden[t - 1] predicts token t
+    if prefix_tree is None:
+        features = hidden[predicts_trained]
+    else:  # each token's node; index_select's backward adds up a shared node's gradients in a
+        # fixed order, where advanced indexing's (index_put_) does not on several CPU threads
+        features = hidden[0].index_select(0, prefix_tree.node_index[predicts_trained])
     logp, entropy = token_logprobs(
-        hidden[predicts_trained],
+        features,
         input_ids[loss_mask],
         head=causal_lm.get_output_embeddings(),
         temperature=temperature,
