@@ -2,9 +2,9 @@
 
 The sampler (vLLM with processed log-probs) samples from softmax(logits / T), so the trainer's
 log-probs must be log_softmax(logits / T) too, or every importance ratio is off. The vocabulary
-projection runs in chunks of tokens, each recomputed in the backward pass, so [tokens, vocab]
-logits (151,936 wide for Qwen3) never exist for a whole micro-batch at once; and it runs only on
-the positions whose next token is trained on, which skips every prompt token.
+projection runs in chunks of tokens, each recomputed in the backward pass when there are several,
+so [tokens, vocab] logits (151,936 wide for Qwen3) never exist for a whole micro-batch at once;
+and it runs only on the positions whose next token is trained on, which skips every prompt token.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ def token_logprobs(
         features: [N, D] hidden states (with `head`, e.g. the lm_head) or logits [N, V] (no head).
         targets: [N] long, the token taken at each position.
         temperature: T > 0, the sampling temperature.
-        chunk_tokens: rows per chunk; with gradients on, each chunk is recomputed in backward,
-            so only one chunk's [chunk, V] logits are alive at a time.
+        chunk_tokens: rows per chunk; with gradients on and more than one chunk, each chunk is
+            recomputed in backward, so only one chunk's [chunk, V] logits are alive at a time.
+            A single chunk is kept instead: recomputing it would hold as much at its peak.
 
     Returns:
         (logp [N], entropy [N]) in float32; entropy = -sum_v pi_T(v) log pi_T(v), detached.
@@ -78,7 +79,8 @@ def token_logprobs(
     if features.shape[:1] != targets.shape:
         raise ValueError(f"features {tuple(features.shape)} and targets {tuple(targets.shape)}")
     apply_head = head if head is not None else nn.Identity()
-    recompute = torch.is_grad_enabled() and features.requires_grad
+    several_chunks = features.shape[0] > chunk_tokens
+    recompute = torch.is_grad_enabled() and features.requires_grad and several_chunks
     taken, entropies = [], []
     for start in range(0, features.shape[0], chunk_tokens):
         chunk = (features[start : start + chunk_tokens], targets[start : start + chunk_tokens])

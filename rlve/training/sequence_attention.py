@@ -7,7 +7,8 @@ rows with padding. Under this implementation (registered with transformers as
 `SEQUENCE_SDPA`, the trainer's choice for sdpa models with `trainer.packing=packed`) a packed
 row's sequences, found where `position_ids` restart at 0, each get their own causal sdpa call;
 a row may then hold a whole micro-batch, as with flash attention, and nothing is padded. Calls
-without packed rows (a padded micro-batch, generation) go to transformers' sdpa unchanged.
+without packed rows (a padded micro-batch, generation) go to transformers' sdpa unchanged. On the
+CPU the packed calls and the prefix tree's run in float32, also under bf16 autocast.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from rlve.training.tree_attention import tree_sdpa
+from rlve.types import PrefixTree
 
 SEQUENCE_SDPA = "rlve_sequence_sdpa"
 """the attention implementation's name in transformers' registries"""
@@ -57,13 +59,27 @@ def sequence_sdpa(
     [B, H_kv, T, D] -> ([B, T, H, D], None). Packed rows: causal sdpa per sequence; a
     `prefix_tree` keyword (the decoder passes it through): attention over its nodes."""
     tree = kwargs.get("prefix_tree")
-    if tree is not None:
-        output = tree_sdpa(query, key, value, tree, scaling, dropout)
-        return output.transpose(1, 2).contiguous(), None
-    if position_ids is None or not is_packed(position_ids):
+    if tree is None and (position_ids is None or not is_packed(position_ids)):
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
+    if query.device.type != "cpu":
+        output = _attend(query, key, value, position_ids, tree, scaling, dropout)
+    else:  # the CPU's flash kernel runs faster in float32 than under bf16 autocast, and keeps
+        # its scores in float32 (docs/benchmarks.md, "Attention on the CPU")
+        with torch.autocast("cpu", enabled=False):
+            output = _attend(query.float(), key.float(), value.float(), position_ids, tree,
+                             scaling, dropout)  # fmt: skip
+    return output.to(query.dtype).transpose(1, 2).contiguous(), None
+
+
+def _attend(
+    query: Tensor, key: Tensor, value: Tensor, position_ids: Tensor | None,
+    tree: PrefixTree | None, scaling: float | None, dropout: float,
+) -> Tensor:  # fmt: skip
+    """[B, H, T, D]: attention over the tree's nodes, or causal within each packed sequence."""
+    if tree is not None:
+        return tree_sdpa(query, key, value, tree, scaling, dropout)
     gqa = query.shape[1] != key.shape[1]
     rows = []
     for b, bounds in enumerate(sequence_bounds(position_ids)):
@@ -80,7 +96,7 @@ def sequence_sdpa(
             for s, e in bounds
         ]
         rows.append(torch.cat(parts, dim=2))
-    return torch.cat(rows, dim=0).transpose(1, 2).contiguous(), None
+    return torch.cat(rows, dim=0)
 
 
 AttentionInterface.register(SEQUENCE_SDPA, sequence_sdpa)

@@ -165,3 +165,34 @@ def test_every_node_sees_only_its_own_prefix(tiny_path):
     assert not torch.equal(before[0][0], after[0][0])
     for index in range(1, len(sequences)):
         assert torch.equal(before[index][0], after[index][0]), index
+
+
+def test_under_bf16_autocast_the_tree_moves_logprobs_no_more_than_bf16_does(tiny_path):
+    # As test_packed_parity's bf16 test: the tree (its attention in float32 on the CPU) may move
+    # a log-prob away from the padded layout under autocast (transformers' sdpa, in bf16) by no
+    # more than computing in bf16 moves the padded layout away from float32
+    sequences = grouped_sequences()
+    model = tiny(tiny_path)
+    exact, _, _, _ = run(model, sequences, False, "cispo")
+    padded = {}
+    scorer = TokenScorer(load_causal_lm(tiny_path, dtype="float32"), autocast_bf16=True)
+    for micro in build_train_batch(sequences, max_tokens=2048, pad_token_id=0).micro_batches:
+        with torch.no_grad():
+            logp, _ = scorer(micro.input_ids, micro.attention_mask, micro.loss_mask,
+                             temperature=1.0, chunk_tokens=64)  # fmt: skip
+        for row, index in enumerate(micro.sequence_index):
+            padded[index] = logp[row][micro.loss_mask[row]]
+    noise = max((padded[i] - exact[i][0]).abs().max().item() for i in exact)
+    assert 0 < noise < 0.1
+    scorer = TokenScorer(model, autocast_bf16=True)
+    tree_batch = build_train_batch(sequences, max_tokens=2048, pad_token_id=0, packing="packed",
+                                   single_row=True, share_prefixes=True)  # fmt: skip
+    for micro in tree_batch.micro_batches:
+        with torch.no_grad():
+            logp, _ = scorer(micro.input_ids, micro.attention_mask, micro.loss_mask,
+                             temperature=1.0, chunk_tokens=64, position_ids=micro.position_ids,
+                             prefix_tree=micro.prefix_tree)  # fmt: skip
+        ids = sequence_ids(micro.position_ids)
+        for k, index in enumerate(micro.sequence_index):
+            got = logp[(ids == k) & micro.loss_mask]
+            assert (got - padded[index]).abs().max().item() <= noise, index
