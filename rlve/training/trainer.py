@@ -38,11 +38,7 @@ from rlve.training.checkpoint import (
 from rlve.training.export import export_model, merged_named_weights
 from rlve.training.logprobs import TokenScorer
 from rlve.training.micro_loss import micro_batch_loss
-from rlve.training.packed_attention import (
-    check_packable,
-    separates_sequences,
-    shares_prefixes,
-)
+from rlve.training.packed_attention import check_packable, separates_sequences, shares_prefixes
 from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
@@ -89,6 +85,10 @@ class Trainer:
         self.scorer, self.reference_scorer = policy.scorer, policy.reference_scorer
         if config.packing == "packed":
             check_packable(self.causal_lm.config)
+        model_config = self.causal_lm.config
+        self._share_prefixes = (config.packing == "packed" and config.share_prefixes
+                                and shares_prefixes(model_config))  # fmt: skip
+        """forward each micro-batch through its prefix tree (the attention can read one)"""
 
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -282,7 +282,6 @@ class Trainer:
         self, sequences: Sequence[TrainSequence], skip_zero_advantage: bool = False
     ) -> TrainBatch:
         """This rank's part of `sequences`, packed, on the trainer's device."""
-        packed = self.config.packing == "packed"
         batch = build_rank_batch(
             sequences,
             self.world,
@@ -290,9 +289,7 @@ class Trainer:
             pad_token_id=self.pad_token_id,
             packing=self.config.packing,
             single_row=separates_sequences(self.causal_lm.config),  # one row, no padding
-            share_prefixes=packed
-            and self.config.share_prefixes
-            and shares_prefixes(self.causal_lm.config),
+            share_prefixes=self._share_prefixes,
             skip_zero_advantage=skip_zero_advantage,
         )
         return batch_on(batch, self.device)
