@@ -42,15 +42,16 @@ MIXED_PRECISION_CASE = {"cispo_bf16": dict(loss="cispo", dtype="bfloat16")}
 
 def groups(step: int) -> list[RolloutGroup]:
     """Three groups of four rollouts with prompts and completions of different lengths, sampler
-    log-probs included. From step 1 on one answer is long (96 tokens, a micro-batch of its own):
-    on two ranks one runs 2 micro-batches and the other 3, so the first adds an idle one."""
+    log-probs included. From step 1 on one answer is long (126 tokens, a micro-batch of its
+    own): on two ranks (each group's prompt shared in a prefix tree of at most 48 nodes) one runs
+    2 micro-batches and the other 3, so the first adds an idle one."""
     generator = torch.Generator().manual_seed(step)
     made = []
     for g in range(3):
         prompt = torch.randint(5, 400, (4 + 3 * g,), generator=generator).tolist()
         trajectories = []
         for i in range(4):
-            length = 2 + 2 * i + g + (90 if step > 0 and g == i == 0 else 0)
+            length = 2 + 2 * i + g + (120 if step > 0 and g == i == 0 else 0)
             completion = torch.randint(5, 400, (length,), generator=generator).tolist()
             sampler = (-torch.rand(len(completion), generator=generator) * 3 - 2).tolist()
             trajectories.append(Trajectory(
