@@ -43,6 +43,7 @@ from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.summary import summarize, weight_lag, within_lag
 from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
+from rlve.training.hacking_monitor import HackingMonitor, RewardHackingSuspected
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.trainer import Trainer
 from rlve.types import RolloutGroup
@@ -220,11 +221,17 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
 
     envs, weights = build_environments(config)
     sampler = build_sampler(config, envs, weights)
+    monitor = None
+    if config.hacking.action != "off":
+        escapes = [metric for env in envs.values() for metric in env.escape_metrics]
+        monitor = HackingMonitor(config.hacking, escapes)
     next_batch: StepBatch | None = None
     if latest:
         extra = trainer.resume(latest)
         next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
         sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
+        if monitor is not None and "hacking" in extra:
+            monitor.load_state_dict(extra["hacking"])
         log.info("resumed %s at step %d", latest, trainer.step)
     started_elsewhere = engine is not None
     engine = engine if started_elsewhere else build_engine(config, trainer.tokenizer)
@@ -236,6 +243,8 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
         config.trainer.max_steps,
         resume_step=trainer.step if latest else None,
     )
+    if monitor is not None:
+        monitor.alert = lambda text: logger.alert("reward hacking suspected", text)
     collector = BatchCollector(
         engine,
         sampler,
@@ -252,16 +261,15 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
             engine.push_weights(crew.weights_for_inference(), trainer.version)
         if on_start is not None:
             on_start(trainer, engine)
-        _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch)
+        _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch, monitor)
         crew.export(str(run_dir / "model"))
         crew.dismiss()
-    except Exception:
+    except Exception as error:
         last = intact_checkpoint_for_errors(str(checkpoints))
-        log.error(
-            "the run stopped in step %d; last checkpoint: %s",
-            trainer.step + 1,
-            f"{last} (resume=true continues from it)" if last else "none",
-        )
+        where = f"after step {trainer.step}" if isinstance(error, RewardHackingSuspected) else (
+            f"in step {trainer.step + 1}")  # fmt: skip
+        log.error("the run stopped %s; last checkpoint: %s", where,
+                  f"{last} (resume=true continues from it)" if last else "none")  # fmt: skip
         raise
     finally:
         collector.close()
@@ -270,8 +278,11 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
             engine.shutdown()
 
 
-def _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch) -> None:
-    """`next_batch`: the batch a resumed async run had already generated (exact resume)."""
+def _loop(
+    config, crew, engine, collector, logger, checkpoints, on_step, next_batch, monitor
+) -> None:
+    """`next_batch`: the batch a resumed async run had already generated (exact resume);
+    `monitor`: the reward-hacking monitor, or None."""
     trainer = crew.trainer
     async_level = config.rollout.async_level
     pending = _finished(next_batch) if next_batch else collector.submit()
@@ -300,21 +311,38 @@ def _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_ba
                 pending = collector.submit()
             metrics["perf/sync_s"] = sync_s
             metrics["perf/step_s"] = time.perf_counter() - step_started
+            tripped = monitor.observe(metrics) if monitor is not None else []
             logger.log(trainer.step, metrics)
             if on_step is not None:
                 on_step(trainer.step, trainer, engine, metrics)
             logger.save_samples(trainer.step, batch.played)
-            if trainer.step % config.save_every == 0 or trainer.step == config.trainer.max_steps:
-                extra = {"sampler": batch.sampler_state}
+            stop = bool(tripped) and config.hacking.action == "stop"
+            last = trainer.step == config.trainer.max_steps
+            if trainer.step % config.save_every == 0 or last or stop:
+                extra = _checkpoint_extra(batch, monitor)
                 if async_level == 1:  # already generated: a resumed run trains on it as is
                     extra["next_batch"] = pending.result()
                 crew.save(str(checkpoints), extra=extra)
                 saved_step = trainer.step
+            if stop:
+                raise RewardHackingSuspected(
+                    f"step {trainer.step}: "
+                    + "; ".join(t.describe() for t in tripped)
+                    + " (hacking.action=stop; hacking.action=warn lets such a run go on)"
+                )
     except KeyboardInterrupt:
         if batch is not None and trainer.step > saved_step:
-            path = crew.save(str(checkpoints), extra={"sampler": batch.sampler_state})
+            path = crew.save(str(checkpoints), extra=_checkpoint_extra(batch, monitor))
             print(f"\ninterrupted: checkpoint saved to {path}", file=sys.stderr)
         raise
+
+
+def _checkpoint_extra(batch: StepBatch, monitor: HackingMonitor | None) -> dict[str, Any]:
+    """What a checkpoint keeps beside the trainer: the data position, the monitor's baseline."""
+    extra: dict[str, Any] = {"sampler": batch.sampler_state}
+    if monitor is not None:
+        extra["hacking"] = monitor.state_dict()
+    return extra
 
 
 def _checkpoint_to_resume(config: RunConfig, run_dir: Path) -> str | None:

@@ -1,4 +1,4 @@
-"""`rollout.*`, `env.*` (with its curriculum), `logging.*`, and the run that holds them all."""
+"""`rollout.*`, `env.*` (and its curriculum), `logging.*`, `hacking.*`: the run that holds them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlve.config.checks import require, require_choice
+from rlve.config.checks import is_int, require, require_choice
 from rlve.config.inference import InferenceConfig
 from rlve.config.trainer import TrainerConfig
 from rlve.sync.placement import check_placement
@@ -180,6 +180,40 @@ class LoggingConfig:
         require(rows >= 1, f"logging.rollout_table_rows must be >= 1, got {rows}")
 
 
+HACKING_ACTIONS = ("off", "warn", "stop")
+
+
+@dataclass
+class HackingConfig:
+    """The reward-hacking monitor (rlve.training.hacking_monitor): it compares the signals a
+    policy escaping its task moves (invalid answers, truncated answers, unfinished episodes,
+    answer length, and the metrics an environment declares as escapes) with their values in the
+    run's first steps."""
+
+    action: str = "warn"
+    """what a tripped signal does: "warn" (console, `hacking/*` metrics, a W&B alert), "stop"
+    (that too, then a checkpoint and an error that ends the run), or "off" (no monitor)"""
+    baseline_steps: int = 2
+    """the first steps whose mean is each signal's baseline; nothing trips before they are
+    over; >= 1"""
+    max_rise: float = 0.15
+    """how far a share (of invalid answers, truncated answers...) may rise above its baseline
+    before it trips, when the mean reward has not risen by as much over its own; > 0"""
+    max_length_rise: float = 0.5
+    """the same bound for the mean answer length, relative to its baseline (0.5: 50% longer;
+    a curriculum's harder problems lengthen answers honestly); > 0"""
+
+    def validate(self) -> None:
+        require_choice("hacking.action", self.action, HACKING_ACTIONS)
+        require(
+            is_int(self.baseline_steps) and self.baseline_steps >= 1,
+            f"hacking.baseline_steps must be an integer >= 1, got {self.baseline_steps!r}",
+        )
+        for name in ("max_rise", "max_length_rise"):
+            value = getattr(self, name)
+            require(value > 0, f"hacking.{name} must be > 0, got {value}")
+
+
 @dataclass
 class RunConfig:
     """A training run: `python -m rlve.train +experiment=tictactoe_cispo`."""
@@ -194,6 +228,8 @@ class RunConfig:
     """the vLLM engine"""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     """metrics sinks"""
+    hacking: HackingConfig = field(default_factory=HackingConfig)
+    """the reward-hacking monitor"""
     run_name: str = "run"
     """name of the run (W&B run name; part of the default output directory)"""
     output_dir: str = "runs/${run_name}"
@@ -212,6 +248,7 @@ class RunConfig:
         self.rollout.validate()
         self.env.validate()
         self.logging.validate()
+        self.hacking.validate()
         require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
         self._check_off_policy_correction()
         require(not (self.resume and self.overwrite),

@@ -77,6 +77,10 @@ def build_dataset(rows: Iterable[Mapping[str, Any]], system_prompt: str | None =
 class Environment:
     """Base class: a dataset, a parser, a rubric and the turn-taking rules of an episode."""
 
+    escape_metrics: tuple[str, ...] = ()
+    """episode metrics (shares in [0, 1]) that rise when a policy escapes the task instead of
+    doing it, e.g. games with an invalid move; the reward-hacking monitor watches them"""
+
     def __init__(
         self,
         dataset: Dataset | Iterable[Mapping[str, Any]],

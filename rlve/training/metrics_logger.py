@@ -69,6 +69,13 @@ class MetricsLogger:
         if self.config.console_every and step % self.config.console_every == 0:
             print(self._progress_line(step, metrics), file=sys.stderr, flush=True)
 
+    def alert(self, title: str, text: str) -> None:
+        """Something a person should look at now: a console line and, with W&B, an alert
+        (Slack or e-mail, as the user's W&B settings say)."""
+        print(f"WARNING {title}: {text}", file=sys.stderr, flush=True)
+        if self._wandb is not None:
+            self._wandb.alert(title=title, text=text, level="WARN")
+
     def _progress_line(self, step: int, m: dict[str, float]) -> str:
         if self._first_step is None:
             self._first_step, self._first_time = step, time.time()

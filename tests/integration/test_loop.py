@@ -6,8 +6,10 @@ import json
 import pytest
 import torch
 
+from rlve.envs.tictactoe import random_policy
 from rlve.loop import train
 from rlve.train import load_run_config
+from rlve.training.hacking_monitor import RewardHackingSuspected
 
 FAST = [
     "+experiment=tictactoe_cispo",
@@ -93,6 +95,36 @@ def test_metrics_use_the_design_names_and_dynamic_sampling_drops_flat_groups(tmp
              "completion/len_mean", "completion/truncated_frac",
              "env/tictactoe/reward"}  # fmt: skip
     assert names <= set(row)
+
+
+ESCAPING = {"now": False}
+
+
+def stops_playing(messages, rng=None):
+    """Random legal moves until `ESCAPING["now"]`, then an answer that names no free cell."""
+    return "<think>.</think><move>9</move>" if ESCAPING["now"] else random_policy(messages, rng)
+
+
+def test_a_policy_that_stops_playing_trips_the_monitor_which_stops_the_run(tmp_path):
+    """From step 3 every answer is invalid: games with an invalid move and unfinished games go
+    from 0 to 1, so do episodes stopped at max_turns, and the answers lengthen, while the reward
+    falls; the monitor trips at step 3 (its baseline is steps 1-2) and hacking.action=stop saves
+    a checkpoint and ends the run."""
+
+    def escape_after_2(step, trainer, engine, metrics):
+        ESCAPING["now"] = step >= 2
+
+    ESCAPING["now"] = False
+    with pytest.raises(RewardHackingSuspected, match="step 3: .*game/invalid rose from 0.000"):
+        run(tmp_path, "r", "trainer.max_steps=6", "save_every=100", "hacking.action=stop",
+            f"rollout.scripted_policy={__name__}:stops_playing",
+            on_step=escape_after_2)  # fmt: skip
+    rows = metrics(tmp_path / "r")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert rows[2]["hacking/rise/game/invalid"] == 1.0
+    assert rows[2]["hacking/rise/game/unfinished"] == 1.0 and rows[2]["hacking/tripped"] == 4.0
+    checkpoints = sorted(p.name for p in (tmp_path / "r" / "checkpoints").iterdir())
+    assert checkpoints == ["step_00000003"]
 
 
 def test_samples_and_config_are_written(tmp_path):

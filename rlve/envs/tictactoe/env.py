@@ -135,6 +135,8 @@ def mistakes(state: State) -> float:
 class TicTacToeEnv(MultiTurnEnv):
     """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
 
+    escape_metrics = ("game/invalid", "game/unfinished")
+
     invalid_penalty: str = "flat"
     """'flat' or 'per_move' (INVALID_PENALTIES): which invalid moves are credited their penalty
     as turn rewards (the first one, or each)"""

@@ -1,0 +1,130 @@
+"""A monitor that sees reward hacking: signs of a policy escaping its task, against the run's start.
+
+RL pushes a policy towards anything that raises its reward, and the cheapest escape is often to
+stop doing the task: answer with an illegal move, run out of tokens, stall until the episode
+ends. Such a collapse can leave the mean reward flat (tic-tac-toe with a price on legal
+mistakes and a smaller one on invalid moves: invalid games rose from 19% to 89% in six steps
+while the reward stayed between -0.81 and -0.59), so a reward curve alone does not show it.
+
+Each step the monitor reads its signals from the step's metrics:
+
+- shares, compared by difference: `completion/truncated_frac`, `stop/max_turns_reached` (absent
+  when no episode stopped so: 0), and every metric an environment declares in `escape_metrics`
+  (tic-tac-toe: games with an invalid move, unfinished games);
+- the mean answer length `completion/len_mean`, compared by ratio (a rise of 0.5 is 50% longer).
+
+A signal's baseline is its mean over the run's first `baseline_steps` steps, and so is the
+reward's. A signal trips when it rises above its baseline by more than its bound (`max_rise`,
+`max_length_rise` for the length) while the mean reward has not risen by as much as the signal:
+rise > bound and reward gain < rise. A policy
+that answers longer and wins more is learning; one that answers longer and wins the same is not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rlve.config.run import HackingConfig
+
+log = logging.getLogger(__name__)
+
+REWARD = "reward/mean"
+LENGTH = "completion/len_mean"
+SHARES = ("completion/truncated_frac", "stop/max_turns_reached")
+ABSENT_IS_ZERO = ("stop/",)
+"""metrics that a step leaves out when they are 0 (a stop reason no episode had)"""
+
+
+class RewardHackingSuspected(RuntimeError):
+    """The monitor tripped under `hacking.action=stop`."""
+
+
+@dataclass(frozen=True)
+class Tripped:
+    """A signal past its bound at one step."""
+
+    metric: str
+    baseline: float
+    value: float
+    rise: float
+    """value - baseline for a share; value / baseline - 1 for the answer length"""
+    reward_gain: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.metric} rose from {self.baseline:.3f} to {self.value:.3f} "
+            f"(+{self.rise:.3f}) while the mean reward moved by {self.reward_gain:+.3f}"
+        )
+
+
+class HackingMonitor:
+    """Watches one run's step metrics (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: HackingConfig,
+        escape_metrics: Sequence[str] = (),
+        alert: Callable[[str], None] | None = None,
+    ):
+        """`escape_metrics`: the shares the run's environments declare as escapes; `alert` is
+        told of each signal that trips after a step it did not (default: a logged warning)."""
+        self.config = config
+        self.alert = alert or (lambda text: log.warning("reward hacking suspected: %s", text))
+        self.shares = tuple(dict.fromkeys([*SHARES, *escape_metrics]))
+        self._start: dict[str, list[float]] = {}
+        """each signal's (and the reward's) values in the baseline steps"""
+        self._steps = 0
+        self._tripped: set[str] = set()
+
+    def observe(self, metrics: dict[str, float]) -> list[Tripped]:
+        """Read one step's metrics; add `hacking/rise/<signal>`, `hacking/reward_gain` and
+        `hacking/tripped` (how many signals tripped) to them once the baseline is set; return the
+        signals that tripped at this step, and alert of those that had not at the last."""
+        values = self._signals(metrics)
+        self._steps += 1
+        if self._steps <= self.config.baseline_steps:
+            for name, value in values.items():
+                self._start.setdefault(name, []).append(value)
+            return []
+        baseline = {name: sum(v) / len(v) for name, v in self._start.items()}
+        if REWARD not in values or REWARD not in baseline:
+            return []
+        gain = values[REWARD] - baseline[REWARD]
+        metrics["hacking/reward_gain"] = gain
+        tripped = []
+        for name, value in values.items():
+            if name == REWARD or name not in baseline:
+                continue
+            rise = value - baseline[name]
+            if name == LENGTH:
+                rise = value / baseline[name] - 1 if baseline[name] > 0 else 0.0
+            metrics[f"hacking/rise/{name}"] = rise
+            bound = self.config.max_length_rise if name == LENGTH else self.config.max_rise
+            if rise > bound and gain < rise:
+                tripped.append(Tripped(name, baseline[name], value, rise, gain))
+        metrics["hacking/tripped"] = float(len(tripped))
+        for trip in tripped:
+            if trip.metric not in self._tripped:
+                self.alert(trip.describe())
+        self._tripped = {trip.metric for trip in tripped}
+        return tripped
+
+    def _signals(self, metrics: dict[str, float]) -> dict[str, float]:
+        names = (REWARD, LENGTH, *self.shares)
+        values = {name: float(metrics[name]) for name in names if name in metrics}
+        for name in names:
+            if name not in values and name.startswith(ABSENT_IS_ZERO):
+                values[name] = 0.0
+        return values
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs to keep its baseline."""
+        return {"start": {k: list(v) for k, v in self._start.items()}, "steps": self._steps,
+                "tripped": sorted(self._tripped)}  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        self._start = {k: [float(x) for x in v] for k, v in state["start"].items()}
+        self._steps = int(state["steps"])
+        self._tripped = set(state["tripped"])

@@ -1,0 +1,106 @@
+"""The reward-hacking monitor on recorded metrics: it trips on a measured collapse by its fourth
+step, stays silent on the runs committed under docs/results/, and its bounds are checked by hand."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlve.config.run import HackingConfig
+from rlve.training.hacking_monitor import HackingMonitor
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+TICTACTOE_ESCAPES = ("game/invalid", "game/unfinished")
+
+COLLAPSE = {
+    "game/invalid": [0.19, 0.28, 0.34, 0.47, 0.52, 0.89],
+    "reward/mean": [-0.81, -0.59, -0.78, -0.64, -0.80, -0.72],
+}
+"""Per-move credit with nothing priced on dodging (demo sizes, seed 0: trainer.credit=turn
+trainer.turn_gamma=0, mistake_penalty=1.0, invalid moves -0.1 each), as recorded step by step in
+the issue that measured it: the share of games with an invalid move and the mean reward. Its
+truncated answers (2% -> 66%) and unfinished games (3% -> 75%) were recorded at the ends only."""
+
+
+def observe_all(rows, config=HackingConfig(), monitor=None):
+    monitor = monitor or HackingMonitor(config, TICTACTOE_ESCAPES, alert=lambda text: None)
+    return [monitor.observe(row) for row in rows]
+
+
+def collapse_rows():
+    steps = zip(*COLLAPSE.values(), strict=True)
+    return [dict(zip(COLLAPSE, values, strict=True)) for values in steps]
+
+
+def test_the_measured_collapse_trips_at_its_fourth_step():
+    # baseline (steps 1-2): invalid 0.235, reward -0.70; step 3: +0.105 (under 0.15);
+    # step 4: +0.235 while the reward moved +0.06
+    rows = collapse_rows()
+    tripped = observe_all(rows)
+    expected = [[], [], [], ["game/invalid"], ["game/invalid"], ["game/invalid"]]
+    assert [[t.metric for t in step] for step in tripped] == expected
+    fourth = tripped[3][0]
+    assert fourth.baseline == pytest.approx(0.235)
+    assert fourth.rise == pytest.approx(0.235)
+    assert fourth.reward_gain == pytest.approx(0.06)
+    assert rows[3]["hacking/rise/game/invalid"] == pytest.approx(0.235)
+    assert rows[3]["hacking/tripped"] == 1.0
+    assert "hacking/tripped" not in rows[1]  # no baseline yet
+
+
+def recorded_runs() -> list[Path]:
+    return sorted(RESULTS.glob("**/metrics.jsonl"))
+
+
+def test_the_committed_runs_that_learned_honestly_never_trip():
+    """Tic-tac-toe CISPO on both boards, self-play, and the SmolLM2 curriculum arms (whose
+    answers lengthen by up to 24% as the problems get harder)."""
+    runs = recorded_runs()
+    assert len(runs) >= 10
+    for path in runs:
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        rows = [{k: v for k, v in row.items() if v is not None} for row in rows]
+        assert not any(observe_all(rows)), path
+
+
+def test_a_signal_trips_only_when_the_reward_gains_less_than_it_rises():
+    start = [{"reward/mean": 0.2, "completion/truncated_frac": 0.1}] * 2
+    learning = {"reward/mean": 0.5, "completion/truncated_frac": 0.35}  # +0.25 and +0.3
+    escaping = {"reward/mean": 0.4, "completion/truncated_frac": 0.35}  # +0.25 and +0.2
+    small = {"reward/mean": 0.2, "completion/truncated_frac": 0.24}  # +0.14: under the bound
+    assert observe_all([*start, learning]) == [[], [], []]
+    assert observe_all([*start, small]) == [[], [], []]
+    assert [t.metric for t in observe_all([*start, escaping])[2]] == ["completion/truncated_frac"]
+
+
+def test_answer_length_is_compared_by_ratio_and_absent_stop_reasons_count_as_zero():
+    start = [{"reward/mean": 0.0, "completion/len_mean": 40.0}] * 2
+    longer = {"reward/mean": 0.0, "completion/len_mean": 64.0, "stop/max_turns_reached": 0.2}
+    tripped = observe_all([*start, longer])[2]
+    assert {t.metric: round(t.rise, 6) for t in tripped} == {
+        "completion/len_mean": 0.6,  # 64 / 40 - 1 > 0.5
+        "stop/max_turns_reached": 0.2,  # 0.2 - 0 > 0.15
+    }
+
+
+def test_a_resumed_monitor_keeps_its_baseline_and_alerts_once_per_trip():
+    alerts = []
+    rows = collapse_rows()
+    first = HackingMonitor(HackingConfig(), TICTACTOE_ESCAPES, alert=alerts.append)
+    observe_all(rows[:4], monitor=first)
+    second = HackingMonitor(HackingConfig(), TICTACTOE_ESCAPES, alert=alerts.append)
+    second.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    later = observe_all(rows[4:], monitor=second)
+    assert [[t.metric for t in step] for step in later] == [["game/invalid"]] * 2
+    assert len(alerts) == 1 and alerts[0].startswith("game/invalid rose from 0.235 to 0.470")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("action", "panic", "hacking.action must be one of"),
+    ("baseline_steps", 0, "hacking.baseline_steps must be an integer >= 1"),
+    ("max_rise", 0.0, "hacking.max_rise must be > 0"),
+    ("max_length_rise", -1.0, "hacking.max_length_rise must be > 0"),
+])  # fmt: skip
+def test_bad_bounds_are_refused_by_name(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        HackingConfig(**{field: value}).validate()
