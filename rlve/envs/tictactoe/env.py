@@ -11,6 +11,11 @@ format share (weight 0.2), a flat -0.1 if any move was invalid (weight 1), or wi
 each mistake: a move that gives up a result best play keeps (a missed win, a missed block, a
 fork let through; `game.mistake_kind`), counted as `game/mistakes` and by kind whatever p is,
 with the moves where each kind was possible as `game/<kind>_chances` (`game.mistake_at_stake`).
+With `regret_penalty` w > 0, -w for each result level a move gives up under best play (its
+regret, `game.move_regret`: 0, 1 or 2), summed as `game/regret` whatever w is.
+An answer that plays no move (invalid, truncated, missing) is priced, under both penalties, as
+losing from its position (`game.dodge_regret`: 1 from a drawn one, 2 from a won one): never less
+than a legal move there, so stalling does not pay; an unfinished game scores as a loss.
 Each penalty is also credited to the move that cost it (`reward_turn`), for per-turn credit.
 With `opponent="self"` the policy plays O as well, in a seat of its own
 (rlve.envs.tictactoe.self_play), except in a `scripted_fraction` share of the games; O's seat is
@@ -35,10 +40,12 @@ from rlve.envs.tictactoe.game import (
     Board,
     InvalidMove,
     answered_cell,
+    dodge_regret,
     format_ok,
     free_cells,
     mistake_at_stake,
     mistake_kind,
+    move_regret,
     opponent_move,
     opponent_rng,
     place,
@@ -128,8 +135,15 @@ def mistake_count(state: State) -> int:
 
 
 def mistakes(state: State) -> float:
-    """Minus the number of mistakes of the game (weighted by `mistake_penalty` in the rubric)."""
-    return -float(mistake_count(state))
+    """Minus the number of mistakes of the game, each answer without a move counted as the
+    mistakes losing from its position would be (weighted by `mistake_penalty` in the rubric)."""
+    return -float(mistake_count(state) + state.get("dodged", 0))
+
+
+def regrets(state: State) -> float:
+    """Minus the result levels the game's moves gave up under best play, answers without a move
+    priced as losing from their position (weighted by `regret_penalty` in the rubric)."""
+    return -float(state.get("regret", 0) + state.get("dodged", 0))
 
 
 class TicTacToeEnv(MultiTurnEnv):
@@ -152,6 +166,9 @@ class TicTacToeEnv(MultiTurnEnv):
 
     mistake_penalty: float = 0.0
     """what each mistake costs, credited to the move that made it (0: counted, not penalised)"""
+
+    regret_penalty: float = 0.0
+    """what each result level a move gives up costs, credited to that move (0: not penalised)"""
 
     wording: Wording = GRID
     """the messages' words and board rendering (prompts.BOARDS, the `board` argument)"""
@@ -193,7 +210,7 @@ class TicTacToeEnv(MultiTurnEnv):
         try:
             cell = answered_cell(text, board)
         except InvalidMove as invalid:
-            self.count_invalid(state)
+            self.count_invalid(state, board)
             return [{"role": "user", "content": words.invalid_move_message(invalid.reason, board)}]
         self.judge_move(state, board, cell)
         board = place(board, cell, X_MARK)
@@ -213,11 +230,19 @@ class TicTacToeEnv(MultiTurnEnv):
         status = words.opponent_played_status(reply)
         return [{"role": "user", "content": words.turn_message(board, status)}]
 
-    def count_invalid(self, state: State) -> None:
-        """An invalid answer of the player whose state this is (X's, or O's seat's)."""
+    def count_invalid(self, state: State, board: Board) -> None:
+        """An invalid answer of the player whose state this is (X's, or O's seat's) on `board`
+        (its own view): the invalid-move penalty, and under a mistake or regret penalty the
+        price of losing from `board`, credited to that answer."""
         state["invalid_moves"] += 1
+        cost = 0.0
         if self.invalid_penalty == "per_move" or state["invalid_moves"] == 1:
-            self.reward_turn(state, INVALID_MOVE_PENALTY)  # the move that cost it
+            cost += INVALID_MOVE_PENALTY
+        dodge = dodge_regret(board, X_MARK)
+        state["dodged"] = state.get("dodged", 0) + dodge
+        cost -= (self.mistake_penalty + self.regret_penalty) * dodge
+        if cost:
+            self.reward_turn(state, cost)  # the answer that cost it
 
     def judge_move(self, state: State, board: Board, cell: int) -> None:
         """Count a valid move of the player whose state this is (as X on `board`, its own view)
@@ -227,10 +252,15 @@ class TicTacToeEnv(MultiTurnEnv):
         if stake is not None:
             state[f"{stake}_chances"] = state.get(f"{stake}_chances", 0) + 1
         kind = mistake_kind(board, cell, X_MARK)
+        cost = 0.0
         if kind is not None:
             state[kind] = state.get(kind, 0) + 1
-            if self.mistake_penalty:
-                self.reward_turn(state, -self.mistake_penalty)
+            cost += self.mistake_penalty
+        regret = move_regret(board, cell, X_MARK)
+        state["regret"] = state.get("regret", 0) + regret
+        cost += self.regret_penalty * regret
+        if cost:
+            self.reward_turn(state, -cost)
 
     def _game_over(self, board: Board, state: State) -> bool:
         state["board"] = board
@@ -256,6 +286,7 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/invalid": float(state.get("invalid_moves", 0) > 0),
             "game/invalid_moves": float(state.get("invalid_moves", 0)),
             "game/mistakes": float(mistake_count(state)),
+            "game/regret": float(state.get("regret", 0)),
             **{f"game/{kind}": float(state.get(kind, 0)) for kind in MISTAKE_KINDS},
             **{
                 f"game/{kind}_chances": float(state.get(f"{kind}_chances", 0))
@@ -280,6 +311,7 @@ def load_environment(
     opponent: str = "scripted",
     scripted_fraction: float = 0.0,
     mistake_penalty: float = 0.0,
+    regret_penalty: float = 0.0,
 ) -> TicTacToeEnv:
     """Tic-tac-toe against a seeded minimax opponent of stratified strength.
 
@@ -305,13 +337,19 @@ def load_environment(
             scripted opponent (a group's games always share their opponent and who starts).
         mistake_penalty: what each mistake costs (a move that gives up a won or drawn result:
             a missed win, a missed block, a fork let through), credited to that move; 0 counts
-            them (`game/mistakes`) without a penalty.
+            them (`game/mistakes`) without a penalty. An answer without a legal move costs
+            as many mistakes as losing from its position would.
+        regret_penalty: what each result level a move gives up under best play costs (its
+            regret: 1 for a drawn game lost or a won one drawn, 2 for a won game lost),
+            credited to that move; an answer without a legal move costs the regret of losing
+            from its position. 0 sums them (`game/regret`) without a penalty.
     """
     if opponent not in OPPONENTS:
         raise ValueError(f"opponent must be one of {list(OPPONENTS)}, got {opponent!r}")
     _check_probability("scripted_fraction", scripted_fraction)
-    if not (math.isfinite(mistake_penalty) and mistake_penalty >= 0):
-        raise ValueError(f"mistake_penalty must be a finite number >= 0, got {mistake_penalty!r}")
+    for name, penalty in (("mistake_penalty", mistake_penalty), ("regret_penalty", regret_penalty)):
+        if not (math.isfinite(penalty) and penalty >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {penalty!r}")
     if invalid_penalty not in INVALID_PENALTIES:
         raise ValueError(
             f"invalid_penalty must be one of {sorted(INVALID_PENALTIES)}, got {invalid_penalty!r}"
@@ -339,6 +377,8 @@ def load_environment(
     rubric.add(INVALID_PENALTIES[invalid_penalty], 1.0)
     if mistake_penalty:
         rubric.add(mistakes, mistake_penalty)
+    if regret_penalty:
+        rubric.add(regrets, regret_penalty)
     env = TicTacToeEnv(
         rows,
         system_prompt=wording.system_prompts[rules],
@@ -350,6 +390,6 @@ def load_environment(
     )
     env.invalid_penalty = invalid_penalty
     env.opponent, env.scripted_fraction = opponent, scripted_fraction
-    env.mistake_penalty = mistake_penalty
+    env.mistake_penalty, env.regret_penalty = mistake_penalty, regret_penalty
     env.wording = wording
     return env

@@ -212,6 +212,26 @@ def mistake_at_stake(board: Board, player: str) -> str | None:
     return _kind_at_stake(board, scores, player)
 
 
+def best_result(board: Board, player: str) -> int:
+    """The result `player` to move keeps with best play on both sides: 1 won, 0 drawn, -1 lost."""
+    return _result(max(minimax_scores(board, player).values()))
+
+
+def move_regret(board: Board, cell: int, player: str) -> int:
+    """How many result levels (won, drawn, lost) `player` gives up by playing the free `cell`,
+    both sides playing best afterwards: 0 for a move that keeps the best result, 1 for a drawn
+    position lost or a won one drawn, 2 for a won position lost. Minus the move's advantage
+    under best play, V*(board) - Q*(board, cell), counted in results."""
+    return best_result(board, player) - _result(minimax_scores(board, player)[cell])
+
+
+def dodge_regret(board: Board, player: str) -> int:
+    """What an answer that plays no move (invalid, truncated, missing) gives up: as much as
+    losing from here, best_result + 1, which no legal move exceeds (`move_regret` <= it), so
+    stalling never pays more than the worst legal move of the position."""
+    return best_result(board, player) + 1
+
+
 def _result(score: int) -> int:
     """A minimax score as the result it means: 1 won, 0 drawn, -1 lost."""
     return (score > 0) - (score < 0)

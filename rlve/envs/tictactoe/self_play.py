@@ -54,7 +54,7 @@ def plays_self(example_index: int, scripted_fraction: float) -> bool:
 async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> int:
     """O's move on `board` (X to have just played `x_cell`; None: O opens the game), asked of
     the O seat, which is opened on its first move. The environment (`referee`) records the
-    seat's invalid answers and mistakes in the seat's state: `count_invalid(seat_state)`,
+    seat's invalid answers and mistakes in the seat's state: `count_invalid(seat_state, view)`,
     `judge_move(seat_state, view, cell)`; the seat reads the referee's `wording`."""
     view = swap_marks(board)
     words = referee.wording
@@ -76,7 +76,7 @@ async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> 
         try:
             cell = answered_cell(text, view)
         except InvalidMove as invalid:
-            referee.count_invalid(seat.state)
+            referee.count_invalid(seat.state, view)
             retry = words.invalid_move_message(invalid.reason, view)
             seat.tell([{"role": "user", "content": retry}])
             continue
