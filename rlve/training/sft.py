@@ -18,6 +18,7 @@ from rlve.config import TrainerConfig
 from rlve.envs import load_environment
 from rlve.envs.base import Environment
 from rlve.envs.tictactoe import noisy_minimax_policy
+from rlve.envs.tictactoe.game import X_MARK, best_moves, parse_board, parse_move
 from rlve.evaluation import evaluate
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.chat_tokens import conversation_tokens, end_of_turn_id
@@ -117,12 +118,44 @@ def sft_warmup(
 
 
 def tictactoe_teacher_data(
-    tokenizer, num_games: int, noise: float, seed: int = 0, **env_args
-) -> tuple[list[Trajectory], dict[str, float]]:
-    """The embedded demo's SFT data: noisy minimax games against the RL opponent range."""
+    tokenizer, num_games: int, noise: float, seed: int = 0, best_moves_only: bool = False,
+    **env_args,
+) -> tuple[list[Trajectory], dict[str, float]]:  # fmt: skip
+    """The embedded demo's SFT data: noisy minimax games against the RL opponent range. With
+    `best_moves_only` the teacher's deliberate random moves that are not best moves stay in
+    the games but out of the loss (`mask_moves_off_best_play`)."""
     env = load_environment("tictactoe", num_examples=num_games, seed=seed + 1, **env_args)
     engine = ScriptedEngine(noisy_minimax_policy(noise), tokenizer, end_of_turn_id(tokenizer))
-    return teacher_games(env, engine, num_games, tokenizer, seed, keep=_won_or_drew_cleanly)
+    games, summary = teacher_games(env, engine, num_games, tokenizer, seed,
+                                   keep=_won_or_drew_cleanly)  # fmt: skip
+    if best_moves_only:
+        masked = sum(mask_moves_off_best_play(t) for t in games)
+        turns = sum(len(t.turn_spans) for t in games)
+        summary = {**summary, "sft/masked_turns": masked / max(turns, 1)}
+    return games, summary
+
+
+def mask_moves_off_best_play(game: Trajectory) -> int:
+    """Take out of `game`'s loss mask every turn whose move is not a best move (minimax) of the
+    board it answered; returns how many turns. The game is left as it was played: later turns
+    still see the move, as the student will see its own."""
+    answers = [m for m in game.completion if m["role"] == "assistant"]
+    boards, last_board = [], ""
+    for message in [*game.prompt, *game.completion]:
+        if message["role"] == "assistant":
+            boards.append(last_board)
+        elif message["role"] == "user":
+            last_board = message["content"]
+    if not (len(answers) == len(boards) == len(game.turn_spans)):
+        raise ValueError(f"{len(game.turn_spans)} turn spans for {len(answers)} answers: "
+                         "a token-exact game is needed")  # fmt: skip
+    masked = 0
+    for (start, end), answer, board_text in zip(game.turn_spans, answers, boards, strict=True):
+        board = parse_board(board_text)
+        if parse_move(str(answer["content"])) not in best_moves(board, X_MARK):
+            game.loss_mask[start:end] = [0] * (end - start)
+            masked += 1
+    return masked
 
 
 def reference_answer_data(

@@ -5,6 +5,7 @@ import copy
 import rlve
 from rlve.config import TrainerConfig
 from rlve.envs.tictactoe import minimax_policy
+from rlve.envs.tictactoe.game import X_MARK, best_moves, parse_board, parse_move
 from rlve.rollout import ScriptedEngine
 from rlve.training.sft import (
     load_examples,
@@ -22,6 +23,24 @@ def test_teacher_games_keep_wins_and_draws_with_perfect_format(tiny_tokenizer):
     assert len(games) == round(100 * (summary["game/win"] + summary["game/draw"]))
     assert all(t.metrics["reward/win_reward"] > 0 and t.metrics["game/format"] == 1 for t in games)
     assert all(t.is_token_exact and sum(t.loss_mask) > 0 for t in games)
+
+
+def test_the_teacher_s_moves_off_best_play_stay_in_the_game_but_out_of_the_loss(tiny_tokenizer):
+    noisy, _ = tictactoe_teacher_data(tiny_tokenizer, 60, noise=0.5)
+    clean, summary = tictactoe_teacher_data(tiny_tokenizer, 60, noise=0.5, best_moves_only=True)
+    assert [t.token_ids for t in clean] == [t.token_ids for t in noisy]  # the same games
+    masked = 0
+    for game in clean:
+        boards = [m["content"] for m in [*game.prompt, *game.completion] if m["role"] == "user"]
+        answers = [m["content"] for m in game.completion if m["role"] == "assistant"]
+        for (start, end), board, answer in zip(game.turn_spans, boards, answers, strict=False):
+            best = parse_move(answer) in best_moves(parse_board(board), X_MARK)
+            assert set(game.loss_mask[start:end]) == {int(best)}, answer
+            masked += not best
+    turns = sum(len(t.turn_spans) for t in clean)
+    assert masked > 0 and summary["sft/masked_turns"] == masked / turns
+    # a random move of the teacher reads "looks good to me"; a masked move is always one of them
+    assert masked <= sum(str(m["content"]).count("looks good") for t in clean for m in t.completion)
 
 
 def test_text_only_teacher_games_are_tokenized_like_episodes(tiny_tokenizer, tmp_path):
