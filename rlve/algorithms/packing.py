@@ -135,14 +135,15 @@ def _group_problem(group: RolloutGroup, needs_sampler_logprobs: bool) -> str | N
 
 def sequences_from_groups(
     groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False,
-    turn_gamma: float | None = None,
+    turn_gamma: float | None = None, turn_positions: bool = False,
 ) -> GroupSequences:  # fmt: skip
     """Checks each group, computes its advantages (`group_advantages` of the clean rollouts'
     `trained_reward`) and returns one `TrainSequence` per clean trajectory with sampled tokens,
     and one per side call it carries (with the trajectory's advantage). With `turn_gamma`, each
     turn of a trajectory gets its own advantage instead (rlve.algorithms.turn_credit, discount
-    `turn_gamma`); side calls keep the whole-episode one. Self-play seats are compared with the
-    same seat of the group's other games, on their own rewards.
+    `turn_gamma`; with `turn_positions` compared with the turns after the same conversation);
+    side calls keep the whole-episode one. Self-play seats are compared with the same seat of
+    the group's other games, on their own rewards.
 
     Rollouts a fault spoiled are left out, of the loss and of their group's baseline: an engine
     error or a timeout says nothing about the model. A group with bad input (empty, non-finite
@@ -165,12 +166,12 @@ def sequences_from_groups(
             skipped += 1
             continue
         for rollouts in [clean, *seat_rosters(clean)]:
-            sequences += _roster_sequences(rollouts, std_normalize, turn_gamma)
+            sequences += _roster_sequences(rollouts, std_normalize, turn_gamma, turn_positions)
     return GroupSequences(sequences=sequences, skipped_groups=skipped, faulty_rollouts=faulty)
 
 
 def _roster_sequences(
-    rollouts: list[Trajectory], std_normalize: bool, turn_gamma: float | None
+    rollouts: list[Trajectory], std_normalize: bool, turn_gamma: float | None, positions: bool
 ) -> list[TrainSequence]:
     """The sequences of rollouts compared with each other (a group's games, or one seat of
     them), each with its group-relative advantage (per turn with `turn_gamma`)."""
@@ -178,7 +179,7 @@ def _roster_sequences(
     advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
     per_token = [None] * len(rollouts)
     if turn_gamma is not None:
-        per_token = _turn_token_advantages(rollouts, turn_gamma, std_normalize)
+        per_token = _turn_token_advantages(rollouts, turn_gamma, std_normalize, positions)
     sequences = []
     for trajectory, advantage, tokens in zip(rollouts, advantages, per_token, strict=True):
         parts = [trajectory, *trajectory.side_sequences]  # side calls share the advantage
@@ -198,11 +199,11 @@ def _roster_sequences(
 
 
 def _turn_token_advantages(
-    clean: list[Trajectory], gamma: float, std_normalize: bool
+    clean: list[Trajectory], gamma: float, std_normalize: bool, positions: bool
 ) -> list[list[float]]:
     """Each trajectory's per-token advantages from its turns' returns (rlve.algorithms.
     turn_credit); the rubric's reward is the episode's, its turn rewards say when it was
-    earned."""
+    earned. With `positions` a turn's position is the token ids before it."""
     returns = []
     for t in clean:
         earned = t.turn_rewards or [0.0] * len(t.turn_spans)
@@ -210,7 +211,10 @@ def _turn_token_advantages(
             raise ValueError(f"a trajectory of {t.env_name} has {len(t.turn_spans)} sampled turns "
                              f"but {len(earned)} turn rewards")  # fmt: skip
         returns.append(turn_returns(earned, t.trained_reward, gamma))
-    per_turn = turn_advantages(returns, std_normalize=std_normalize)
+    keys = None
+    if positions:
+        keys = [[tuple(t.token_ids[:start]) for start, _ in t.turn_spans] for t in clean]
+    per_turn = turn_advantages(returns, std_normalize=std_normalize, positions=keys)
     return [
         token_advantages(len(t.token_ids), t.turn_spans, advantages)
         for t, advantages in zip(clean, per_turn, strict=True)

@@ -13,12 +13,17 @@ and its advantage compares it with the same turn of the group's other rollouts, 
 `group_advantages` compares episodes: A_{i,t} = G_{i,t} - mean_j G_{j,t} over the rollouts j that
 reached turn t (divided by their std with `std_normalize`); a turn only one rollout reached has
 nothing to be compared with and gets 0. Every token of turn t is trained with A_{i,t}.
+
+Turn t of two games need not be the same decision: in a game the boards differ by then. With
+`positions` (one hashable key per turn, e.g. the conversation before it) a turn is compared with
+the group's turns from the same position instead, where the group has more than one; a turn
+alone at its position is compared with all the group's turns of its index, as without them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 
@@ -45,17 +50,36 @@ def turn_returns(turn_rewards: Sequence[float], reward: float, gamma: float) -> 
 
 
 def turn_advantages(
-    returns: Sequence[Sequence[float]], *, std_normalize: bool, eps: float = 1e-6
+    returns: Sequence[Sequence[float]],
+    *,
+    std_normalize: bool,
+    eps: float = 1e-6,
+    positions: Sequence[Sequence[Hashable]] | None = None,
 ) -> list[list[float]]:
-    """A_{i,t} for the returns of one group's rollouts (rollout i: one return per turn)."""
+    """A_{i,t} for the returns of one group's rollouts (rollout i: one return per turn), each
+    turn compared with its position's turns when `positions` are given (module docstring)."""
+    if positions is not None and [len(p) for p in positions] != [len(r) for r in returns]:
+        raise ValueError(f"positions for {[len(p) for p in positions]} turns, returns for "
+                         f"{[len(r) for r in returns]}")  # fmt: skip
+    peers: dict[Hashable, list[tuple[int, int]]] = {}
+    for i, turns in enumerate(returns):
+        for t in range(len(turns)):
+            peers.setdefault(("turn", t), []).append((i, t))
+            if positions is not None:
+                peers.setdefault(("position", positions[i][t]), []).append((i, t))
+
+    def alone(i: int, t: int) -> bool:
+        return positions is None or len(peers["position", positions[i][t]]) == 1
+
     advantages = [[0.0] * len(r) for r in returns]
-    longest = max((len(r) for r in returns), default=0)
-    for t in range(longest):
-        reached = [i for i, r in enumerate(returns) if len(r) > t]
-        values = torch.tensor([[returns[i][t] for i in reached]], dtype=torch.float64)
+    for (kind, _), members in peers.items():
+        if kind == "position" and len(members) == 1:
+            continue
+        values = torch.tensor([[returns[i][t] for i, t in members]], dtype=torch.float64)
         compared = group_advantages(values, std_normalize=std_normalize, eps=eps)[0].tolist()
-        for i, advantage in zip(reached, compared, strict=True):
-            advantages[i][t] = advantage
+        for (i, t), advantage in zip(members, compared, strict=True):
+            if kind == "position" or alone(i, t):  # by index only where no position peer is
+                advantages[i][t] = advantage
     return advantages
 
 

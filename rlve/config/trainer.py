@@ -10,6 +10,8 @@ DTYPES = ("auto", "float32", "bfloat16")
 OLD_LOGPROBS = ("sampler", "recompute")
 CREDITS = ("episode", "turn")
 """whose advantage a token gets: its episode's, or its turn's (TrainerConfig.credit)"""
+TURN_BASELINES = ("turn", "position")
+"""which turns a turn's return is compared with (TrainerConfig.turn_baseline)"""
 TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_tokens", "mini_batches",
                   "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -119,6 +121,10 @@ class TrainerConfig:
     gets its own, from the return of the rewards after it (rlve.algorithms.turn_credit)"""
     turn_gamma: float = 1.0
     """discount of later turns' rewards in a turn's return (credit "turn"); in [0, 1]"""
+    turn_baseline: str = "turn"
+    """what a turn's return is compared with (credit "turn"): "turn", the same turn of the
+    group's other rollouts; "position", the group's turns after the same conversation (the same
+    board, in a game), a turn alone at its position falling back to "turn"\""""
     eps_low: float = 0.2
     """lower clip range of grpo/dapo: ratio >= 1 - eps_low; in [0, 1)"""
     eps_high: float = 0.28
@@ -155,6 +161,11 @@ class TrainerConfig:
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("packing", self.packing, PACKINGS)
         require_choice("credit", self.credit, CREDITS)
+        require_choice("trainer.turn_baseline", self.turn_baseline, TURN_BASELINES)
+        require(
+            self.turn_baseline == "turn" or self.credit == "turn",
+            "trainer.turn_baseline=position compares turns: it needs trainer.credit=turn",
+        )
         require(0.0 <= self.turn_gamma <= 1.0,
                 f"trainer.turn_gamma must be in [0, 1], got {self.turn_gamma}")  # fmt: skip
         require(self.cpu_threads is None or self.cpu_threads >= 1,

@@ -137,6 +137,7 @@ class Trainer:
             std_normalize=config.std_normalize,
             needs_sampler_logprobs=config.tis_cap is not None or config.old_logprobs == "sampler",
             turn_gamma=config.turn_gamma if config.credit == "turn" else None,
+            turn_positions=config.turn_baseline == "position",
         )
         metrics = {"train/skipped_groups": float(grouped.skipped_groups),
                    "train/faulty_rollouts": float(grouped.faulty_rollouts)}  # fmt: skip

@@ -92,6 +92,14 @@ def test_tis_against_the_sampler_when_the_ratio_already_is_is_refused():
         load_run_config(["+experiment=tictactoe_cispo", "trainer.tis_cap=2.0"])
 
 
+def test_a_position_baseline_without_turn_credit_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="turn_baseline=position .* needs trainer.credit=turn"):
+        load_run_config(["+experiment=tictactoe_cispo", "trainer.turn_baseline=position"])
+    config = load_run_config(["+experiment=tictactoe_cispo", "trainer.turn_baseline=position",
+                              "trainer.credit=turn"])  # fmt: skip
+    assert config.trainer.turn_baseline == "position"
+
+
 @pytest.mark.parametrize("experiment", ["tictactoe_cispo", "tictactoe_dapo", "tictactoe_grpo"])
 def test_the_tictactoe_recipes_take_the_ratio_against_the_sampler(experiment):
     trainer = load_run_config([f"+experiment={experiment}"]).trainer

@@ -35,6 +35,22 @@ def test_a_turn_only_one_rollout_reached_gets_no_advantage():
     assert normalized[0][0] == pytest.approx(1.0) and normalized[2][1] == pytest.approx(2**-0.5)
 
 
+def test_with_positions_a_turn_is_compared_with_the_group_s_turns_from_its_position():
+    # turn 1: A and C play from position q (0 and 1 -> mean 0.5), B alone from r is compared
+    # with every turn 1 (0, 2, 1 -> mean 1); turn 0: all three from p (1, 0, 0.5 -> mean 0.5)
+    returns = [[1.0, 0.0], [0.0, 2.0], [0.5, 1.0]]
+    positions = [["p", "q"], ["p", "r"], ["p", "q"]]
+    by_position = turn_advantages(returns, std_normalize=False, positions=positions)
+    assert by_position == [[0.5, -0.5], [-0.5, 1.0], [0.0, 0.5]]
+    by_index = turn_advantages(returns, std_normalize=False)  # turn 1: mean 1
+    assert by_index == [[0.5, -1.0], [-0.5, 1.0], [0.0, 0.0]]
+    # a position reached at different turns: t (3 and 5 -> mean 4); s alone -> turn 0 (1, 5)
+    mixed = turn_advantages([[1.0, 3.0], [5.0]], std_normalize=False, positions=[["s", "t"], ["t"]])
+    assert mixed == [[-2.0, -1.0], [1.0]]
+    with pytest.raises(ValueError, match=r"positions for \[1\] turns, returns for \[2\]"):
+        turn_advantages([[1.0, 2.0]], std_normalize=False, positions=[["p"]])
+
+
 def test_a_token_of_turn_one_gets_turn_one_s_advantage():
     # prompt 0-2, turn 0 = tokens 3-4, environment reply 5-6, turn 1 = token 7, then 8
     per_token = token_advantages(9, [(3, 5), (7, 8)], [-1.0, -0.5])
@@ -103,3 +119,26 @@ def test_each_token_is_trained_with_its_turn_s_advantage(packing):
                         strict=True) if m
     ]  # fmt: skip
     assert sorted(trained) == sorted([-1.0, -1.0, -0.5, -0.5, 1.0, 1.0, 0.5, 0.5])
+
+
+def test_turn_positions_are_the_conversation_before_the_turn():
+    """Three rollouts, gamma 0 (turn 1 earns the episode's reward, turn 0 nothing): A and C
+    played the same turn 0 (tokens 3 4), so their turn 1 comes after the same conversation and
+    is compared with each other's (1, 0 -> mean 0.5); B's is alone and compared with every
+    turn 1 (1, 0, 0 -> mean 1/3)."""
+    from rlve.algorithms.packing import sequences_from_groups
+    from rlve.types import RolloutGroup, Trajectory
+
+    def rollout(first_turn, reward):
+        return Trajectory(prompt=[], completion=[], token_ids=[1, 2, *first_turn, 5, 6, 7],
+                          loss_mask=[0, 0, 1, 1, 0, 1, 1], turn_spans=[(2, 4), (5, 7)],
+                          reward=reward, num_turns=2)  # fmt: skip
+
+    group = RolloutGroup(0, "game", [rollout([3, 4], 1.0), rollout([3, 9], 0.0),
+                                     rollout([3, 4], 0.0)])  # fmt: skip
+    sequences = sequences_from_groups([group], std_normalize=False, turn_gamma=0.0,
+                                      turn_positions=True).sequences  # fmt: skip
+    assert [s.advantages()[5] for s in sequences] == pytest.approx([0.5, -1 / 3, -0.5])
+    assert [s.advantages()[2] for s in sequences] == [0.0, 0.0, 0.0]
+    by_index = sequences_from_groups([group], std_normalize=False, turn_gamma=0.0).sequences
+    assert [s.advantages()[5] for s in by_index] == pytest.approx([2 / 3, -1 / 3, -1 / 3])
