@@ -112,6 +112,12 @@ ARMS = {
     "self": ("+env.args.tictactoe.opponent=self", "+env.args.tictactoe.scripted_fraction=0.5"),
     "turn_only": TURN_CREDIT,
     "penalty_only": MISTAKE_PENALTY,
+    "regret": TURN_CREDIT
+    + (
+        "trainer.turn_gamma=0",
+        "trainer.turn_baseline=position",
+        "+env.args.tictactoe.regret_penalty=1.0",
+    ),
 }
 """the RL arms (issue 29), each the recipe's CISPO run plus these overrides:
 - cispo: every token gets its game's advantage (the recipe);
@@ -120,7 +126,11 @@ ARMS = {
 - self: half the games are played against the policy itself in the O seat (both seats
   trained, zero-sum), half against the scripted opponent range;
 - turn_only, penalty_only: the two halves of turn apart (per-turn advantages without the
-  penalty; the penalty inside the game's reward, with whole-game advantages)"""
+  penalty; the penalty inside the game's reward, with whole-game advantages);
+- regret: each move is charged 1.0 per result level it gives up under minimax (its regret; an
+  answer without a legal move as losing from there), undiscounted by later moves (gamma 0: the
+  game's result falls on the last move only), and compared with the group's moves from the
+  same position"""
 
 
 def evaluation_env(opponent: str, size: RecipeSize):

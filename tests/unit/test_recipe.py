@@ -96,17 +96,21 @@ def test_each_arm_has_an_rl_row_and_the_first_arm_scores_the_sft_student():
 
 
 def test_the_arms_change_only_credit_penalty_and_opponent(tmp_path):
-    names = ["cispo", "turn", "self", "turn_only", "penalty_only"]
+    names = ["cispo", "turn", "self", "turn_only", "penalty_only", "regret"]
     recipe = experiment(RECIPE, names)
     configs = {arm.name: load_run_config(run_overrides(recipe, arm, tmp_path, 0, tmp_path))
                for arm in recipe.arms}  # fmt: skip
     game = {name: config.env.args["tictactoe"] for name, config in configs.items()}
     assert [configs[n].trainer.credit for n in names] == [
-        "episode", "turn", "episode", "turn", "episode"]  # fmt: skip
+        "episode", "turn", "episode", "turn", "episode", "turn"]  # fmt: skip
     penalty = {**game["cispo"], "mistake_penalty": 0.25}
     assert game["turn"] == game["penalty_only"] == penalty
     assert game["turn_only"] == game["cispo"]
     assert game["self"] == {**game["cispo"], "opponent": "self", "scripted_fraction": 0.5}
+    assert game["regret"] == {**game["cispo"], "regret_penalty": 1.0}
+    regret = configs["regret"].trainer
+    assert (regret.turn_gamma, regret.turn_baseline) == (0.0, "position")
+    assert configs["turn"].trainer.turn_baseline == "turn"
 
 
 def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
