@@ -23,7 +23,8 @@ import statistics
 import time
 
 from rlve.algorithms.packed_rows import padded_fraction
-from rlve.algorithms.packing import build_train_batch, sequences_from_groups
+from rlve.algorithms.packing import build_train_batch
+from rlve.algorithms.train_sequences import sequences_from_groups
 from rlve.config import TrainerConfig
 from rlve.training.packed_attention import separates_sequences
 from rlve.training.trainer import Trainer

@@ -7,7 +7,7 @@ like the episode's, with its own `state` (where the environment keeps that playe
 game: its result, its invalid moves, its per-turn rewards). It becomes one of the trajectory's
 `seats`, is scored by the environment's rubric from its own state, and is trained with
 group-relative advantages against the same seat of the group's other games
-(rlve.algorithms.packing).
+(rlve.algorithms.train_sequences).
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ from dataclasses import fields, replace
 
 import torch
 
-from rlve.algorithms.packing import TrainSequence, build_train_batch
+from rlve.algorithms.packing import build_train_batch
+from rlve.algorithms.train_sequences import TrainSequence
 from rlve.distributed import World, split_by_tokens
 from rlve.types import MicroBatch, PrefixTree, TrainBatch
 

@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 
 from rlve.algorithms import LossStats, lr_multiplier, token_mean
-from rlve.algorithms.packing import TrainSequence, sequences_from_groups, split_evenly
+from rlve.algorithms.packing import split_evenly
+from rlve.algorithms.train_sequences import TrainSequence, sequences_from_groups
 from rlve.config import TrainerConfig
 from rlve.distributed import World
 from rlve.distributed.fsdp import full

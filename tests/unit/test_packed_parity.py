@@ -23,7 +23,8 @@ import torch
 
 from rlve.algorithms import policy_loss
 from rlve.algorithms.packed_rows import sequence_ids
-from rlve.algorithms.packing import TrainSequence, build_train_batch
+from rlve.algorithms.packing import build_train_batch
+from rlve.algorithms.train_sequences import TrainSequence
 from rlve.config import LoraConfig
 from rlve.models import load_causal_lm, with_lora
 from rlve.training.logprobs import TokenScorer

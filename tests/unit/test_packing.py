@@ -8,13 +8,8 @@ import pytest
 import torch
 
 from rlve.algorithms.packed_rows import pack_into_rows, padded_fraction, sequence_ids
-from rlve.algorithms.packing import (
-    TrainSequence,
-    build_train_batch,
-    pack_by_token_budget,
-    sequences_from_groups,
-    split_evenly,
-)
+from rlve.algorithms.packing import build_train_batch, pack_by_token_budget, split_evenly
+from rlve.algorithms.train_sequences import TrainSequence, sequences_from_groups
 from rlve.types import Fault, RolloutGroup, SideSequence, Trajectory
 
 PAD = 99

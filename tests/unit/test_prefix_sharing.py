@@ -11,8 +11,9 @@ import torch
 
 from rlve.algorithms import policy_loss
 from rlve.algorithms.packed_rows import sequence_ids
-from rlve.algorithms.packing import TrainSequence, build_train_batch
+from rlve.algorithms.packing import build_train_batch
 from rlve.algorithms.prefix_tree import build_prefix_tree, new_tokens, pack_by_new_tokens
+from rlve.algorithms.train_sequences import TrainSequence
 from rlve.distributed import World
 from rlve.models import load_causal_lm
 from rlve.training.logprobs import TokenScorer

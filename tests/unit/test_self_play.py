@@ -6,7 +6,7 @@ import pytest
 
 import rlve
 from rlve.algorithms.dynamic_sampling import filter_groups
-from rlve.algorithms.packing import sequences_from_groups
+from rlve.algorithms.train_sequences import sequences_from_groups
 from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.game import parse_board, parse_move
 from rlve.envs.tictactoe.prompts import BOARDS

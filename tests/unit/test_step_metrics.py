@@ -7,7 +7,8 @@ import time
 import pytest
 
 from rlve.algorithms import LossStats
-from rlve.algorithms.packing import TrainSequence, build_train_batch
+from rlve.algorithms.packing import build_train_batch
+from rlve.algorithms.train_sequences import TrainSequence
 from rlve.training.step_metrics import step_metrics, with_perf
 
 

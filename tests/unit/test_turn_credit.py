@@ -104,7 +104,8 @@ def two_turn_group():
 
 @pytest.mark.parametrize("packing", ["padded", "packed"])
 def test_each_token_is_trained_with_its_turn_s_advantage(packing):
-    from rlve.algorithms.packing import build_train_batch, sequences_from_groups
+    from rlve.algorithms.packing import build_train_batch
+    from rlve.algorithms.train_sequences import sequences_from_groups
 
     episode = sequences_from_groups([two_turn_group()], std_normalize=False).sequences
     per_turn = sequences_from_groups([two_turn_group()], std_normalize=False, turn_gamma=1.0)
@@ -126,7 +127,7 @@ def test_turn_positions_are_the_conversation_before_the_turn():
     played the same turn 0 (tokens 3 4), so their turn 1 comes after the same conversation and
     is compared with each other's (1, 0 -> mean 0.5); B's is alone and compared with every
     turn 1 (1, 0, 0 -> mean 1/3)."""
-    from rlve.algorithms.packing import sequences_from_groups
+    from rlve.algorithms.train_sequences import sequences_from_groups
     from rlve.types import RolloutGroup, Trajectory
 
     def rollout(first_turn, reward):
