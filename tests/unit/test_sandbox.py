@@ -89,6 +89,35 @@ def test_a_result_that_is_not_plain_data_is_an_error(pool):
     assert pool.stats.workers_replaced == replaced_before
 
 
+SET_OF_RANGE = b"cbuiltins\nset\n(cbuiltins\nrange\n(I0\nI10000000000\ntRtR."
+"""a 53-byte pickle that asks the reader to build set(range(10**10)) (protocol 0 globals)"""
+
+
+def test_a_result_cannot_make_the_parent_build_a_container_from_a_call():
+    import pickle
+
+    from rlve.envs.gym.sandbox import _load_plain_data
+
+    assert len(SET_OF_RANGE) == 53
+    with pytest.raises(pickle.UnpicklingError, match="builtins.set is not plain data"):
+        _load_plain_data(SET_OF_RANGE)
+    # plain sets still arrive, as the item-by-item opcodes of today's protocols
+    data = {"s": {1, 2}, "f": frozenset({"a"}), "c": complex(1, 2)}
+    assert _load_plain_data(pickle.dumps(("ok", data))) == ("ok", data)
+
+
+def _large_text(megabytes: int) -> str:
+    return "x" * (megabytes * 1024 * 1024)
+
+
+def test_an_oversized_result_is_a_crash_and_the_worker_is_replaced(pool):
+    replaced = pool.stats.workers_replaced
+    result = pool.call(_large_text, 17)
+    assert result.kind == "crash" and "over 16777216 bytes" in result.error
+    assert pool.stats.workers_replaced == replaced + 1
+    assert pool.call(_large_text, 1).value == _large_text(1)  # under the cap
+
+
 def test_an_unpicklable_function_is_an_error(pool):
     result = pool.call(lambda: 1)
     assert result.kind == "error"

@@ -27,6 +27,9 @@ CallKind = Literal["ok", "timeout", "crash", "error"]
 _STARTUP_TIMEOUT_S = 120.0
 """how long a new worker may take to import its modules (spawn on a busy machine is slow)"""
 
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+"""the largest pickled result the parent reads from a worker; a longer one is a crash"""
+
 
 @dataclass(frozen=True)
 class CallResult:
@@ -67,8 +70,10 @@ class VerifierPool:
 
     `fn` must be picklable: a module-level function (or a builtin) of a module the worker can
     import. Its result must be plain data (numbers, strings, bytes, None, lists, tuples, dicts,
-    sets): the parent refuses to unpickle anything that names a class or function, so a worker
-    taken over by hostile input cannot run code in the caller through a crafted pickle.
+    sets) of at most MAX_RESULT_BYTES pickled: the parent refuses to unpickle anything that
+    names a class or function other than `complex`, so a worker taken over by hostile input can
+    neither run code in the caller through a crafted pickle nor make it build a container
+    larger than the bytes it sent (`set(range(10**10))` is 42 bytes as a pickle of globals).
 
     `memory_limit_mb` caps how much address space (RLIMIT_AS) a worker may add on top of what it
     holds once started; a call that exceeds it raises MemoryError in the worker, which is then
@@ -147,8 +152,10 @@ class VerifierPool:
             worker.conn.send_bytes(payload)
             if not worker.conn.poll(self.timeout_s):
                 return self._failure("timeout", f"no answer within {self.timeout_s:g} s")
-            raw = worker.conn.recv_bytes()
-        except (EOFError, OSError):
+            raw = worker.conn.recv_bytes(MAX_RESULT_BYTES)
+        except (EOFError, OSError) as error:
+            if str(error) == "bad message length":  # what recv_bytes says past its limit
+                return self._failure("crash", f"the worker sent over {MAX_RESULT_BYTES} bytes")
             worker.process.join(timeout=5)  # EOF means it is exiting; reap it for the code
             code = worker.process.exitcode
             return self._failure("crash", f"the worker died (exit code {code})")
@@ -299,7 +306,9 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-_PLAIN_GLOBALS = {("builtins", name) for name in ("complex", "set", "frozenset", "slice", "range")}
+_PLAIN_GLOBALS = {("builtins", "complex")}
+"""the one callable a result may name: two numbers in, one number out. Sets and frozensets
+arrive as the pickle opcodes of protocol 4 and later, item by item, never through a call."""
 
 
 class _PlainDataUnpickler(pickle.Unpickler):
