@@ -4,7 +4,9 @@ The loop, per turn: check the stop conditions; sample the model's turn (from tok
 engine has a tokenizer); let the environment answer. The environment's reply is tokenized only
 when another model turn follows, so the trajectory ends on the last sampled token. Whatever the
 model writes, the episode ends normally; an error inside the environment ends it with stop
-reason `env_error`, a failed or timed-out engine request with `engine_error`, the episode's time
+reason `env_error` (so does a reply the tokenizer refuses, or any other exception inside the
+episode: it is that episode's fault, never the batch's), a failed or timed-out engine request
+with `engine_error`, the episode's time
 limit (setup included) with `timeout`: each leaves its message in the state under that name, and
 is counted as a fault (rlve.rollout.faults). A chat template that cannot tokenize a reply on its
 own ends it with `chat_template` (counted under errors). An `EngineFatalError` stops the batch.
@@ -30,6 +32,7 @@ from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
 from rlve.rollout.seat import Seat, seat_opener
 from rlve.rollout.turns import (
     EngineFailure,
+    EnvironmentFailure,
     EpisodeRecord,
     EpisodeSettings,
     add_reply,
@@ -80,6 +83,12 @@ async def play_episode(
         log.warning("episode of %s ended: %s", env.name, failure)
         state["chat_template_error"] = str(failure)
         reason = "chat_template"
+    except EngineFatalError:
+        raise
+    except Exception as exc:  # a stop condition, a seat, anything else: this episode's fault
+        log.warning("an episode of %s failed: %s: %s", env.name, type(exc).__name__, exc)
+        state["env_error"] = f"{type(exc).__name__}: {exc}"
+        reason = "env_error"
     finally:
         try:
             await env.cleanup_state(state)
@@ -110,10 +119,6 @@ def side_call(engine: Engine, sampling: SamplingConfig, keep: list[SideSequence]
         return generation
 
     return generate
-
-
-class EnvironmentFailure(Exception):
-    """The environment's own code raised while setting up or answering a turn."""
 
 
 async def _setup_and_turns(

@@ -18,7 +18,7 @@ from rlve.inference.engine import (
     GenerationRequest,
     SamplingConfig,
 )
-from rlve.rollout.chat_tokens import ChatTokens
+from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
 from rlve.types import Example, Message, SideSequence
 
 
@@ -62,6 +62,11 @@ class EngineFailure(Exception):
     """One engine request raised or timed out (not an EngineFatalError): this episode ends."""
 
 
+class EnvironmentFailure(Exception):
+    """The environment's own code raised while setting up or answering a turn, or its reply
+    could not be tokenized: this episode ends."""
+
+
 async def sample_turn(
     engine: Engine, chat: ChatTokens | None, record: EpisodeRecord, sampling: SamplingConfig,
     settings: EpisodeSettings, seed: int, tools: list[dict] | None = None,
@@ -73,7 +78,14 @@ async def sample_turn(
         record.append(chat.prompt_ids(record.messages), 0)
     elif chat is not None and record.pending_reply:
         last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
-        reply_ids = chat.reply_ids(last_ids, record.pending_reply)
+        try:
+            reply_ids = chat.reply_ids(last_ids, record.pending_reply)
+        except ChatTemplateError:
+            raise
+        except Exception as exc:  # text the tokenizer refuses (a lone surrogate...)
+            raise EnvironmentFailure(
+                f"tokenizing the environment's reply: {type(exc).__name__}: {exc}"
+            ) from exc
     turn_sampling = _turn_sampling(sampling, settings, len(record.token_ids) + len(reply_ids), seed)
     if turn_sampling is None:
         return None

@@ -9,9 +9,11 @@ import pytest
 
 from rlve.config import RolloutConfig
 from rlve.curriculum import DifficultyController
+from rlve.envs.base import MultiTurnEnv
 from rlve.envs.gym.builtin import SortingEnv
 from rlve.envs.gym.verifiable import Problem, VerifiableEnv
 from rlve.envs.gym.wrapper import VerifiableSingleTurnEnv
+from rlve.evaluation import evaluate
 from rlve.inference.engine import Generation
 from rlve.inference.scripted import ScriptedEngine
 from rlve.inference.vllm_engine import EngineDiedError
@@ -194,3 +196,22 @@ def test_an_in_process_verifier_that_raises_is_a_verifier_error_with_the_format_
     assert t.fault == Fault(
         "verifier_error", "verifier raised ZeroDivisionError('division by zero')"
     )
+
+
+class SurrogateReplyEnv(MultiTurnEnv):
+    """Replies with a lone surrogate, as a REPL cell that prints '\\ud800' does: text the
+    tokenizer refuses."""
+
+    async def env_response(self, messages, state):
+        return [{"role": "user", "content": "the cell printed: \ud800"}]
+
+
+def test_a_reply_the_tokenizer_refuses_ends_its_episode_as_an_env_error(tiny_tokenizer):
+    env = SurrogateReplyEnv([{"question": "print something"}], max_turns=3)
+    engine = ScriptedEngine(lambda messages: "print('\\ud800')", tiny_tokenizer)
+    result = evaluate(env, engine, 1, 2)
+    for trajectory in result.groups[0].trajectories:
+        assert trajectory.stop_reason == "env_error"
+        assert trajectory.fault.kind == "env_error"
+        assert "tokenizing the environment's reply" in trajectory.fault.message
+        assert trajectory.num_turns == 1  # the first turn stays, trained on as played
