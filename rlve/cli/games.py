@@ -16,7 +16,6 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from rlve.cli.terminal import terminal_safe
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
     MISTAKE_KINDS,
@@ -32,6 +31,7 @@ from rlve.envs.tictactoe.game import (
     think_text,
 )
 from rlve.envs.tictactoe.prompts import FINAL_MESSAGES, opponent_cell
+from rlve.rollout.clean_text import terminal_safe
 
 RESULTS = ("win", "draw", "loss")
 FINAL_WORDS = tuple(FINAL_MESSAGES.values())

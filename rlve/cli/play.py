@@ -18,7 +18,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from rlve.cli.terminal import terminal_safe
 from rlve.envs.tictactoe.game import (
     EMPTY,
     EMPTY_BOARD,
@@ -37,6 +36,7 @@ from rlve.envs.tictactoe.game import (
 from rlve.envs.tictactoe.prompts import BOARDS, SYSTEM_PROMPTS, Wording
 from rlve.inference.engine import Engine, GenerationRequest, SamplingConfig
 from rlve.rollout.chat_tokens import ChatTokens
+from rlve.rollout.clean_text import terminal_safe
 from rlve.types import Message
 
 InputFn = Callable[[str], str]

@@ -29,6 +29,7 @@ from rlve.inference.engine import (
     SamplingConfig,
 )
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
+from rlve.rollout.clean_text import terminal_safe
 from rlve.rollout.seat import Seat, seat_opener
 from rlve.rollout.turns import (
     EngineFailure,
@@ -72,28 +73,33 @@ async def play_episode(
         state["timeout"] = f"no end within the episode time limit ({settings.time_limit_s} s)"
         reason = "timeout"
     except EnvironmentFailure as failure:
-        log.warning("environment %s failed in an episode: %s", env.name, failure)
+        log.warning(
+            "environment %s failed in an episode: %s", env.name, terminal_safe(str(failure))
+        )
         state["env_error"] = str(failure)
         reason = "env_error"
     except EngineFailure as failure:
-        log.warning("an engine request of an episode of %s failed: %s", env.name, failure)
+        log.warning("an engine request of an episode of %s failed: %s", env.name,
+                    terminal_safe(str(failure)))  # fmt: skip
         state["engine_error"] = str(failure)
         reason = "engine_error"
     except ChatTemplateError as failure:
-        log.warning("episode of %s ended: %s", env.name, failure)
+        log.warning("episode of %s ended: %s", env.name, terminal_safe(str(failure)))
         state["chat_template_error"] = str(failure)
         reason = "chat_template"
     except EngineFatalError:
         raise
     except Exception as exc:  # a stop condition, a seat, anything else: this episode's fault
-        log.warning("an episode of %s failed: %s: %s", env.name, type(exc).__name__, exc)
+        log.warning("an episode of %s failed: %s: %s", env.name, type(exc).__name__,
+                    terminal_safe(str(exc)))  # fmt: skip
         state["env_error"] = f"{type(exc).__name__}: {exc}"
         reason = "env_error"
     finally:
         try:
             await env.cleanup_state(state)
         except Exception as exc:
-            log.warning("cleanup of %s raised %s: %s", env.name, type(exc).__name__, exc)
+            log.warning("cleanup of %s raised %s: %s", env.name, type(exc).__name__,
+                        terminal_safe(str(exc)))  # fmt: skip
     state["stop_reason"] = reason
     trajectory = _trajectory(env, record, reason, seed)
     trajectory.seats = [_trajectory(env, seat.record, reason, seed) for seat in seats]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rlve.envs.rubric import Score
+from rlve.rollout.clean_text import terminal_safe
 from rlve.types import Fault
 
 FAULT_KINDS = ("generator_error", "env_error", "engine_error", "timeout", "verifier_error")
@@ -27,12 +28,13 @@ runner, or by an environment such as MCPEnv); the first present names the fault"
 
 def episode_fault(state: dict[str, Any], score: Score) -> Fault | None:
     """The fault of one scored episode: what ended it, else a reward function's failure (the
-    rubric's, or the one an environment verifying on its own left in `state["verifier_error"]`)."""
+    rubric's, or the one an environment verifying on its own left in `state["verifier_error"]`),
+    its message `terminal_safe` (it is logged, and TooManyFaults prints an example)."""
     for kind in EPISODE_ENDING:
         if kind in state:
-            return Fault(kind, str(state[kind]))
+            return Fault(kind, terminal_safe(str(state[kind])))
     message = score.error or state.get("verifier_error")
-    return Fault("verifier_error", str(message)) if message else None
+    return Fault("verifier_error", terminal_safe(str(message))) if message else None
 
 
 def fault_metrics(entries: Sequence[Fault | None]) -> dict[str, float]:

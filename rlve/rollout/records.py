@@ -17,10 +17,11 @@ TOKEN_FIELDS = ("token_ids", "loss_mask", "sampler_logprobs")
 
 
 def write_text_atomically(path: str | Path, text: str) -> Path:
-    """Write `text` to a sibling `.tmp` file, then rename it over `path`; returns `path`."""
+    """Write `text` to a sibling `.tmp` file (UTF-8; what UTF-8 cannot hold, a lone surrogate,
+    as its escape `\ud800`), then rename it over `path`; returns `path`."""
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
     tmp.replace(path)
     return path
 

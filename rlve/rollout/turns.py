@@ -19,6 +19,7 @@ from rlve.inference.engine import (
     SamplingConfig,
 )
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
+from rlve.rollout.clean_text import clean_messages, without_surrogates
 from rlve.types import Example, Message, SideSequence
 
 
@@ -103,7 +104,8 @@ async def sample_turn(
         raise
     except Exception as exc:  # a lost request, a server that did not answer in time
         raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
-    assistant: Message = {"role": "assistant", "content": generation.text}
+    # token-exact engines decode their tokens; a remote engine's JSON may hold anything
+    assistant: Message = {"role": "assistant", "content": without_surrogates(generation.text)}
     if generation.tool_calls:
         assistant["tool_calls"] = generation.tool_calls
     record.messages.append(assistant)
@@ -118,7 +120,8 @@ async def sample_turn(
 
 def add_reply(record: EpisodeRecord, reply: list[Message]) -> None:
     """The environment's messages after a turn: shown now, tokenized before the next turn (so a
-    conversation ends on its last sampled token)."""
+    conversation ends on its last sampled token). Their text is taken `without_surrogates`."""
+    reply = clean_messages(reply)
     record.messages.extend(reply)
     record.pending_reply.extend(reply)
 

@@ -18,6 +18,7 @@ from rlve.inference.engine import Generation
 from rlve.inference.scripted import ScriptedEngine
 from rlve.inference.vllm_engine import EngineDiedError
 from rlve.loop import step_metrics
+from rlve.rollout.chat_tokens import ChatTokens
 from rlve.rollout.collector import BatchCollector
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.faults import TooManyFaults
@@ -199,19 +200,42 @@ def test_an_in_process_verifier_that_raises_is_a_verifier_error_with_the_format_
 
 
 class SurrogateReplyEnv(MultiTurnEnv):
-    """Replies with a lone surrogate, as a REPL cell that prints '\\ud800' does: text the
-    tokenizer refuses."""
+    """Replies with a lone surrogate, as a REPL cell that prints '\\ud800' does: text a
+    tokenizer refuses, and a forged log line in its errors."""
 
     async def env_response(self, messages, state):
+        if state["turn"] == 2:
+            raise RuntimeError("\x1b[2K\rINFO rlve.loop: step 9 reward 1.000")
         return [{"role": "user", "content": "the cell printed: \ud800"}]
 
 
-def test_a_reply_the_tokenizer_refuses_ends_its_episode_as_an_env_error(tiny_tokenizer):
+def test_a_reply_with_a_lone_surrogate_is_read_as_a_replacement_character(tiny_tokenizer):
     env = SurrogateReplyEnv([{"question": "print something"}], max_turns=3)
     engine = ScriptedEngine(lambda messages: "print('\\ud800')", tiny_tokenizer)
-    result = evaluate(env, engine, 1, 2)
-    for trajectory in result.groups[0].trajectories:
-        assert trajectory.stop_reason == "env_error"
-        assert trajectory.fault.kind == "env_error"
-        assert "tokenizing the environment's reply" in trajectory.fault.message
-        assert trajectory.num_turns == 1  # the first turn stays, trained on as played
+    (trajectory,) = evaluate(env, engine, 1, 1).groups[0].trajectories
+    assert trajectory.completion[1]["content"] == "the cell printed: \ufffd"
+    assert trajectory.num_turns == 2  # the second turn was played on the cleaned reply
+
+
+def test_an_exception_inside_an_episode_is_its_env_error_logged_without_escapes(
+    tiny_tokenizer, monkeypatch, caplog
+):
+    """The environment's error text tries to forge a log line; a tokenizer that raises on a
+    reply (any exception there) ends the episode as well, never the batch."""
+    env = SurrogateReplyEnv([{"question": "print something"}], max_turns=3)
+    engine = ScriptedEngine(lambda messages: "print(1)", tiny_tokenizer)
+    (forged,) = evaluate(env, engine, 1, 1).groups[0].trajectories
+    assert forged.stop_reason == "env_error"
+    assert forged.fault.message == "RuntimeError: \\x1b[2K\\rINFO rlve.loop: step 9 reward 1.000"
+    assert "\x1b" not in caplog.text and "\\x1b[2K" in caplog.text
+
+    def refuse(self, last_ids, reply):
+        raise TypeError("TextEncodeInput must be Union[...]")
+
+    monkeypatch.setattr(ChatTokens, "reply_ids", refuse)
+    (refused,) = evaluate(env, engine, 1, 1).groups[0].trajectories
+    assert refused.fault == Fault(
+        "env_error",
+        "tokenizing the environment's reply: TypeError: TextEncodeInput must be Union[...]",
+    )
+    assert refused.num_turns == 1  # the first turn stays, trained on as played
