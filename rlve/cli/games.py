@@ -31,7 +31,7 @@ from rlve.envs.tictactoe.game import (
     think_text,
 )
 from rlve.envs.tictactoe.prompts import FINAL_MESSAGES, opponent_cell
-from rlve.rollout.clean_text import terminal_safe
+from rlve.reliability.clean_text import terminal_safe
 
 RESULTS = ("win", "draw", "loss")
 FINAL_WORDS = tuple(FINAL_MESSAGES.values())

@@ -35,8 +35,8 @@ from rlve.envs.tictactoe.game import (
 )
 from rlve.envs.tictactoe.prompts import BOARDS, SYSTEM_PROMPTS, Wording
 from rlve.inference.engine import Engine, GenerationRequest, SamplingConfig
+from rlve.reliability.clean_text import terminal_safe
 from rlve.rollout.chat_tokens import ChatTokens
-from rlve.rollout.clean_text import terminal_safe
 from rlve.types import Message
 
 InputFn = Callable[[str], str]

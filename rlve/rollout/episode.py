@@ -28,8 +28,8 @@ from rlve.inference.engine import (
     GenerationRequest,
     SamplingConfig,
 )
+from rlve.reliability.clean_text import terminal_safe
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
-from rlve.rollout.clean_text import terminal_safe
 from rlve.rollout.seat import Seat, seat_opener
 from rlve.rollout.turns import (
     EngineFailure,

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rlve.envs.rubric import Score
-from rlve.rollout.clean_text import terminal_safe
+from rlve.reliability.clean_text import terminal_safe
 from rlve.types import Fault
 
 FAULT_KINDS = ("generator_error", "env_error", "engine_error", "timeout", "verifier_error")

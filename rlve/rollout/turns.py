@@ -18,8 +18,8 @@ from rlve.inference.engine import (
     GenerationRequest,
     SamplingConfig,
 )
+from rlve.reliability.clean_text import clean_messages, without_surrogates
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
-from rlve.rollout.clean_text import clean_messages, without_surrogates
 from rlve.types import Example, Message, SideSequence
 
 

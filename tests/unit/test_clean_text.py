@@ -1,6 +1,6 @@
 """Model and environment text made safe before it is tokenized, logged, printed or written."""
 
-from rlve.rollout.clean_text import clean_messages, terminal_safe, without_surrogates
+from rlve.reliability.clean_text import clean_messages, terminal_safe, without_surrogates
 from rlve.rollout.records import write_text_atomically
 
 

@@ -11,8 +11,7 @@ reorder what the reader sees.
 from __future__ import annotations
 
 import re
-
-from rlve.types import Message
+from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _UNSAFE = re.compile(
@@ -30,7 +29,7 @@ def without_surrogates(text: str) -> str:
     return _SURROGATE.sub(REPLACEMENT, text)
 
 
-def clean_messages(messages: list[Message]) -> list[Message]:
+def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`messages` with their text content `without_surrogates` (other fields as they were)."""
     return [
         {**m, "content": without_surrogates(m["content"])}
