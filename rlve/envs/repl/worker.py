@@ -148,8 +148,8 @@ class Worker:
         return json.loads(line) if line else None
 
     def _final(self, answer: Any) -> str:
-        """FINAL(answer): end the episode with this answer."""
-        self.final = str(answer)
+        """FINAL(answer): end the episode with this answer (its first max_output_chars)."""
+        self.final = str(answer)[: self.limits["max_output_chars"]]
         return self.final
 
     def _llm_batch(self, prompts: list[str]) -> list[str]:
@@ -199,7 +199,7 @@ class Worker:
         finally:
             sys.stdout, sys.stderr = stdout, stderr
         if self.final is None and "final_answer" in self.namespace:
-            self.final = str(self.namespace["final_answer"])
+            self.final = str(self.namespace["final_answer"])[: self.limits["max_output_chars"]]
         return {"op": "result", "stdout": out.text(), "stdout_chars": out.total, "value": value,
                 "error": error, "final": self.final}  # fmt: skip
 
