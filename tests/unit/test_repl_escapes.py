@@ -16,7 +16,7 @@ from rlve.envs.repl.process import namespaces_prefix
 
 NEEDS_LANDLOCK = {"write_outside", "rename_outside", "link_outside", "write_through_a_symlink",
                   "dir_fd_outside", "relative_path_up", "pth_in_the_venv", "read_a_secret_file",
-                  "read_the_parents_environment", "proc_write"}  # fmt: skip
+                  "read_the_parents_environment", "proc_write", "dev_shm"}  # fmt: skip
 """attempts only Landlock stops (where the kernel lacks it, the worker says so in its metrics)"""
 
 HOOK_OFF = """
@@ -62,6 +62,14 @@ ATTEMPTS = {
     "signal_the_process_group": ("os.killpg(os.getpgid(0), signal.SIGKILL)", "PermissionError"),
     "raise_the_cpu_limit": ("import resource\nresource.setrlimit(resource.RLIMIT_CPU, (-1, -1))",
                             "Error"),
+    "sysv_shared_memory": ("print(libc.shmget(0, 100 * 1024**2, 0o1600), ctypes.get_errno())",
+                           "-1 1"),
+    "sysv_message_queue": ("print(libc.msgget(0, 0o1600), ctypes.get_errno())", "-1 1"),
+    "sysv_semaphores": ("print(libc.semget(0, 1, 0o1600), ctypes.get_errno())", "-1 1"),
+    "memory_file": ("os.memfd_create('held')", "PermissionError"),
+    "memory_file_by_ctypes": ("print(libc.memfd_create(b'held', 0), ctypes.get_errno())",
+                              "-1 1"),
+    "dev_shm": ("open('/dev/shm/held', 'wb').write(b'x' * 10**6)", "Error"),
 }  # fmt: skip
 """name -> (cell after HOOK_OFF, text its output contains)"""
 

@@ -112,6 +112,8 @@ SYSCALLS = {
         "syslog": 103, "iopl": 172, "ioperm": 173, "socket": 41, "tkill": 200,
         "pidfd_send_signal": 424,
         "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+        "shmget": 29, "shmat": 30, "semget": 64, "msgget": 68, "memfd_create": 319,
+        "memfd_secret": 447,
     },
     "aarch64": {  # asm-generic numbers: no fork, vfork, mknod, iopl, ioperm
         "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "ptrace": 117,
@@ -126,10 +128,13 @@ SYSCALLS = {
         "swapoff": 225, "acct": 89, "syslog": 116, "socket": 198, "tkill": 130,
         "pidfd_send_signal": 424,
         "kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+        "shmget": 194, "shmat": 196, "semget": 190, "msgget": 186, "memfd_create": 279,
+        "memfd_secret": 447,
     },
 }  # fmt: skip
 """the calls a worker never makes: refused (clone only without CLONE_THREAD: threads stay;
-the signal calls only towards another process: a cell may still signal itself)"""
+the signal calls only towards another process: a cell may still signal itself). SysV shared
+memory, semaphores and message queues, and memory files, hold memory outside RLIMIT_AS."""
 SIGNAL_CALLS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 """first argument: the process to signal"""
 CLONE_THREAD = 0x00010000
