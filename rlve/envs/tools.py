@@ -114,6 +114,9 @@ def parse_tool_calls(message: Message) -> list[ToolCall]:
         except json.JSONDecodeError as exc:
             calls.append(ToolCall("", {}, f"the tool call is not valid JSON ({exc.msg})"))
             continue
+        except RecursionError:
+            calls.append(ToolCall("", {}, "the tool call nests too deeply"))
+            continue
         if not isinstance(payload, dict):
             calls.append(ToolCall("", {}, "a tool call must be a JSON object"))
             continue
@@ -127,6 +130,8 @@ def _decode_call(name: Any, arguments: Any) -> ToolCall:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
             return ToolCall(str(name), {}, f"the arguments are not valid JSON ({exc.msg})")
+        except RecursionError:
+            return ToolCall(str(name), {}, "the arguments nest too deeply")
     if not isinstance(arguments, dict):
         return ToolCall(str(name), {}, "the arguments must be a JSON object")
     return ToolCall(str(name), arguments)

@@ -76,6 +76,15 @@ def test_parse_tool_calls_from_tags_and_structured_calls():
     assert bad.error.startswith("the tool call is not valid JSON")
 
 
+def test_a_tool_call_nested_past_the_json_parser_s_depth_is_an_error_for_the_model():
+    deep = "[" * 100_000
+    tagged, in_arguments = parse_tool_calls({"role": "assistant", "content": (
+        f"<tool_call>{deep}</tool_call>"
+        f'<tool_call>{{"name": "divide", "arguments": "{deep}"}}</tool_call>')})  # fmt: skip
+    assert tagged.error == "the tool call nests too deeply"
+    assert (in_arguments.name, in_arguments.error) == ("divide", "the arguments nest too deeply")
+
+
 class CountingText(str):
     """A str that records where each `find` starts scanning."""
 
