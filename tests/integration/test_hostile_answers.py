@@ -30,7 +30,8 @@ FORGED_REPL_LINE = ("```python\nchannel = FINAL.__self__.channel_out\n"
 HOSTILE = {
     "surrogate": "<think>\ud800</think><move>\udfff4</move><answer>\ud83d</answer>",
     "control": "\x00\x01\x02<answer>\x00\x08\x7f</answer>\x1f<move>\x00</move>",
-    "terminal": "\x1b[2K\rINFO rlve.loop: step 9 reward 1.000\x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x07",
+    "terminal": ("\x1b[2K\rINFO rlve.loop: step 9 reward 1.000\x1b]0;owned\x07"
+                 "\x1b]52;c;ZXZpbA==\x07"),
     "bidi": "\u202e<answer>\u2066cba\u2069</answer>\u202d<move>\u202e4</move>",
     "megabyte": "<think>" + "A" * 1_000_000 + "</think><answer>" + "9" * 1000,
     "nesting": "[" * 100_000 + "{" * 100_000 + "<move>" * 10_000,
