@@ -55,6 +55,9 @@ class RecipeSize:
     (noise 0, every game drawn) could only be matched"""
     teacher_games: int = 600
     """games the teacher plays; the won and drawn ones (with every turn well formed) are kept"""
+    sft_best_moves_only: bool = True
+    """the teacher's moves off best play (its deliberate random ones) stay in the SFT games but
+    out of the loss; False learns every move it made (every SFT student before this field)"""
     sft_steps: int = 60
     """SFT optimizer steps (full fine-tuning, cosine schedule, 10% warm-up)"""
     sft_lr: float = 3e-5
@@ -173,9 +176,9 @@ def teacher_scores(out: Path, size: RecipeSize) -> dict[str, float]:
     return scores
 
 
-SFT_FIELDS = ("model", "dtype", "rules", "board", "teacher_noise", "teacher_games", "sft_steps",
-              "sft_lr", "sft_batch", "min_random_move_prob", "max_random_move_prob",
-              "max_tokens_per_microbatch")  # fmt: skip
+SFT_FIELDS = ("model", "dtype", "rules", "board", "teacher_noise", "teacher_games",
+              "sft_best_moves_only", "sft_steps", "sft_lr", "sft_batch", "min_random_move_prob",
+              "max_random_move_prob", "max_tokens_per_microbatch")  # fmt: skip
 """the sizes the SFT student depends on: with the same ones it is reused"""
 
 
@@ -197,6 +200,7 @@ def sft_student(out: Path, size: RecipeSize) -> Path:
         load_tokenizer(size.model), size.teacher_games, noise=size.teacher_noise,
         seed=TEACHER_SEED, min_random_move_prob=size.min_random_move_prob,
         max_random_move_prob=size.max_random_move_prob, rules=size.rules, board=size.board,
+        best_moves_only=size.sft_best_moves_only,
     )  # fmt: skip
     save_examples(out / "sft_data.jsonl", games)
     config = TrainerConfig(
@@ -207,6 +211,7 @@ def sft_student(out: Path, size: RecipeSize) -> Path:
     sequences = [SftSequence.of(g) for g in games]
     path, losses = sft_warmup(sequences, config, model_dir, size.sft_batch, seed=TEACHER_SEED)
     info = {"kept_games": len(games), "teacher_reward": summary["reward/mean"],
+            "masked_turns": summary.get("sft/masked_turns", 0.0),
             "sft_loss_first": losses[0], "sft_loss_last": losses[-1]}  # fmt: skip
     print(f"teacher (minimax, {size.teacher_noise:.0%} noise): kept {len(games)} of "
           f"{size.teacher_games} games; SFT {size.sft_steps} steps, loss {losses[0]:.3f} -> "

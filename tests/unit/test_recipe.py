@@ -4,6 +4,8 @@ the curriculum experiment's table."""
 import math
 from dataclasses import replace
 
+import pytest
+
 from rlve.cli.experiment import RunResult, run_overrides
 from rlve.cli.recipe import (
     DEMO,
@@ -13,6 +15,7 @@ from rlve.cli.recipe import (
     evaluation_env,
     experiment,
     results_table,
+    sft_student,
 )
 from rlve.envs.tictactoe.prompts import COMPACT
 from rlve.train import load_run_config
@@ -169,3 +172,21 @@ def test_the_curriculum_scores_accuracy_at_each_evaluated_level():
     setup = replace(SETUPS["smollm2"], eval_problems=8)
     accuracy = accuracy_by_difficulty(ScriptedEngine(sorts_up_to_five), setup, 1.0, 48)
     assert accuracy == {0: 1.0, 1: 1.0, 2: 1.0, 3: 0.0, 4: 0.0}  # 3, 4, 5 numbers; 6 and 7
+
+
+def test_the_sft_student_learns_only_the_teacher_s_best_moves_and_is_keyed_by_it(
+    tmp_path, monkeypatch
+):
+    import rlve.training.sft as sft
+
+    asked = {}
+
+    def teacher_data(tokenizer, games, **kwargs):
+        asked.update(kwargs)
+        raise InterruptedError("enough: the arguments are what this test reads")
+
+    monkeypatch.setattr(sft, "tictactoe_teacher_data", teacher_data)
+    monkeypatch.setattr("rlve.models.load_tokenizer", lambda name: None)
+    with pytest.raises(InterruptedError):
+        sft_student(tmp_path, RECIPE)
+    assert asked["best_moves_only"] is True and "sft_best_moves_only" in SFT_FIELDS
