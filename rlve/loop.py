@@ -221,17 +221,12 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
 
     envs, weights = build_environments(config)
     sampler = build_sampler(config, envs, weights)
-    monitor = None
-    if config.hacking.action != "off":
-        escapes = [metric for env in envs.values() for metric in env.escape_metrics]
-        monitor = HackingMonitor(config.hacking, escapes)
     next_batch: StepBatch | None = None
+    extra: dict[str, Any] = {}
     if latest:
         extra = trainer.resume(latest)
         next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
         sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
-        if monitor is not None and "hacking" in extra:
-            monitor.load_state_dict(extra["hacking"])
         log.info("resumed %s at step %d", latest, trainer.step)
     started_elsewhere = engine is not None
     engine = engine if started_elsewhere else build_engine(config, trainer.tokenizer)
@@ -243,8 +238,16 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
         config.trainer.max_steps,
         resume_step=trainer.step if latest else None,
     )
-    if monitor is not None:
-        monitor.alert = lambda text: logger.alert("reward hacking suspected", text)
+    monitor = None
+    if config.hacking.action != "off":
+        escapes = [metric for env in envs.values() for metric in env.escape_metrics]
+        monitor = HackingMonitor(
+            config.hacking,
+            escapes,
+            alert=lambda text: logger.alert("reward hacking suspected", text),
+        )
+        if "hacking" in extra:  # the resumed run's baseline
+            monitor.load_state_dict(extra["hacking"])
     collector = BatchCollector(
         engine,
         sampler,

@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+from pathlib import Path
 
 import psutil
 
 from rlve.envs.repl import REPLLimits
 from rlve.envs.repl.process import REPLWorker
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+from test_repl_escapes import HOOK_OFF  # noqa: E402  (the escape tests' own switch)
+
 CHUNK = "16 * 1024 * 1024"
-HOOK_OFF = """
-import gc, __main__
-__main__.REFUSED_EVENTS.clear()
-for f in gc.get_objects():
-    if getattr(f, "__name__", None) == "hook" and getattr(f, "__closure__", None):
-        for cell in f.__closure__:
-            if callable(cell.cell_contents):
-                cell.cell_contents = lambda *args, **kwargs: True
-"""
+
 ROUTES = {
     "heap": f"""
 held = []

@@ -139,20 +139,18 @@ def mask_moves_off_best_play(game: Trajectory) -> int:
     """Take out of `game`'s loss mask every turn whose move is not a best move (minimax) of the
     board it answered; returns how many turns. The game is left as it was played: later turns
     still see the move, as the student will see its own."""
-    answers = [m for m in game.completion if m["role"] == "assistant"]
-    boards, last_board = [], ""
+    turns, board_text = [], ""  # (the board an answer saw, the answer)
     for message in [*game.prompt, *game.completion]:
         if message["role"] == "assistant":
-            boards.append(last_board)
+            turns.append((board_text, str(message["content"])))
         elif message["role"] == "user":
-            last_board = message["content"]
-    if not (len(answers) == len(boards) == len(game.turn_spans)):
-        raise ValueError(f"{len(game.turn_spans)} turn spans for {len(answers)} answers: "
+            board_text = message["content"]
+    if len(turns) != len(game.turn_spans):
+        raise ValueError(f"{len(game.turn_spans)} turn spans for {len(turns)} answers: "
                          "a token-exact game is needed")  # fmt: skip
     masked = 0
-    for (start, end), answer, board_text in zip(game.turn_spans, answers, boards, strict=True):
-        board = parse_board(board_text)
-        if parse_move(str(answer["content"])) not in best_moves(board, X_MARK):
+    for (start, end), (board_text, answer) in zip(game.turn_spans, turns, strict=True):
+        if parse_move(answer) not in best_moves(parse_board(board_text), X_MARK):
             game.loss_mask[start:end] = [0] * (end - start)
             masked += 1
     return masked
