@@ -77,9 +77,12 @@ def repl_folders() -> set[str]:
     return {name for name in os.listdir("/tmp") if name.startswith("rlve-repl-")}
 
 
-def repository_state() -> str:
-    return subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO,
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+def repository_state() -> list[str]:
+    """the repository's changed and ignored paths, less the bytecode caches that this test's
+    own imports write (loading an environment imports its modules for the first time)"""
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return [line for line in status.splitlines() if not line.endswith("__pycache__/")]
 
 
 @pytest.fixture(scope="module")
