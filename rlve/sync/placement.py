@@ -37,6 +37,17 @@ def trainer_gpus(trainer_device: str, ranks: int = 1) -> list[int]:
     return [] if index is None else [index]
 
 
+def check_remote_placement(trainer_device: str, weight_transport: str) -> None:
+    """The placement check when vLLM runs in `inference.servers` (on other nodes or in other
+    processes): only the trainer's side is known here, so only NCCL's need of a GPU is checked;
+    `inference.gpus` and the model config's GPU list describe no local engine and are ignored."""
+    if weight_transport == "nccl" and cuda_index(trainer_device) is None:
+        raise ValueError(
+            f"inference.weight_transport=nccl sends from the trainer's GPU, but trainer.device "
+            f"is {trainer_device!r}: use trainer.device=cuda or cuda:N, or weight_transport=gloo"
+        )
+
+
 def check_placement(
     trainer_device: str,
     gpus: list[int] | None,
