@@ -23,6 +23,7 @@ import secrets
 import sys
 
 from rlve.inference.serve_guard import SECRET_ENV
+from rlve.inference.vllm_version import check_vllm_version
 from rlve.models.precision import auto_dtype, cpu_has_native_bf16
 
 WORKER_EXTENSION = "rlve.inference.vllm_worker.WeightSyncExtension"
@@ -69,8 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     from vllm.platforms import current_platform
 
     try:
+        check_vllm_version()
         command = serve_command(argv, current_platform.is_cpu())
-    except ValueError as exc:
+    except (ImportError, ValueError) as exc:
         sys.exit(f"error: {exc}")
     if not os.environ.get(SECRET_ENV):
         os.environ[SECRET_ENV] = secrets.token_urlsafe(32)

@@ -60,7 +60,7 @@ def push(engine: VLLMEngine, trainer: Trainer, version: int, wire: str) -> float
 
 def wire_bytes(trainer: Trainer, dtype: torch.dtype | None) -> int:
     tensors = trainer.named_weights_for_inference()
-    return sum(t.numel() * wire_dtype(t, dtype).itemsize for _, t in tensors)
+    return sum(t.numel() * wire_dtype(t.dtype, dtype).itemsize for _, t in tensors)
 
 
 def bench(

@@ -37,6 +37,7 @@ from rlve.inference.engine import (
     PromptTokenCounts,
 )
 from rlve.inference.vllm_logs import children_print_to_log
+from rlve.inference.vllm_version import check_vllm_version
 from rlve.models.precision import AUTO, auto_dtype, cpu_has_native_bf16
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import engine_devices
@@ -105,6 +106,7 @@ class VLLMEngine:
         from vllm.platforms import current_platform
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        check_vllm_version()
         s = self.settings
         if current_platform.is_cpu():
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.cpu_kv_cache_gib))

@@ -6,18 +6,31 @@ methods can reach `self.model_runner`; the engine calls them through `collective
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import torch
+
+
+def tensors_of_file(path: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """The tensors of a safetensors file, read one by one into CPU memory as they are asked
+    for."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt", device="cpu") as weights:
+        for name in weights.keys():
+            yield name, weights.get_tensor(name)
+
 
 class WeightSyncExtension:
-    """Reload the served weights in place, without restarting the engine."""
+    """Reload the served weights in place, without restarting the engine. Reloads go through
+    the worker's `reload_weights` (not its model runner's): vLLM sets its config around the
+    call there and, in later versions, lends the KV cache's memory to it."""
 
     def rlve_load_weights_file(self, path: str, version: int) -> int:
-        """Load every tensor of a safetensors file (HF checkpoint names) into the model."""
-        from safetensors.torch import load_file
-
-        tensors = load_file(path, device=str(self.device))
-        self.model_runner.reload_weights(
-            weights_iterator=iter(tensors.items()), is_checkpoint_format=True
-        )
+        """Load every tensor of a safetensors file (HF checkpoint names) into the model, one
+        tensor at a time from the CPU, as vLLM's own loader reads a checkpoint: the whole file
+        never sits in the engine's memory (on a GPU, next to the model) at once."""
+        self.reload_weights(weights_iterator=tensors_of_file(path), is_checkpoint_format=True)
         return version
 
     def rlve_model_dtype(self) -> str:
@@ -52,7 +65,7 @@ class WeightSyncExtension:
             [TensorSpec.from_wire(row) for row in specs],
             self.rlve_weight_device,
         )
-        self.model_runner.reload_weights(weights_iterator=incoming, is_checkpoint_format=True)
+        self.reload_weights(weights_iterator=incoming, is_checkpoint_format=True)
         for _ in incoming:  # the trainer sends every announced tensor; stay in step with it
             pass
         return version

@@ -19,6 +19,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from rlve.sync.weight_stream import NamedTensors, WeightStream, as_stream
+
 BACKENDS = ("nccl", "gloo")
 STORE_PREFIX = "rlve-weights"
 
@@ -142,16 +144,15 @@ class WeightBroadcaster:
         """Join as rank 0; returns once every worker has joined too."""
         self._group = open_group(self._store, 0, self.world_size, self.backend, self.timeout_s)
 
-    def plan(self, named_tensors: Iterable[tuple[str, torch.Tensor]]):
-        """The specs of this push and the tensors to `send` after them. The first push holds the
-        tensors to learn their specs; later pushes stream them and check against those specs."""
-        if self._specs is None:
-            tensors = list(named_tensors)
-            self._specs = [TensorSpec.of(name, tensor) for name, tensor in tensors]
-            if not self._specs:
-                raise ValueError("no weights to push")
-            return self._specs, tensors
-        return self._specs, named_tensors
+    def plan(self, named_tensors: NamedTensors | WeightStream):
+        """The specs of this push (from its layout: nothing is gathered to learn them) and the
+        tensors to `send` after them, one at a time."""
+        stream = as_stream(named_tensors)
+        self._specs = [TensorSpec(name, str(dtype).removeprefix("torch."), shape)
+                       for name, dtype, shape in stream.layout]  # fmt: skip
+        if not self._specs:
+            raise ValueError("no weights to push")
+        return self._specs, stream
 
     def send(
         self,
@@ -162,20 +163,21 @@ class WeightBroadcaster:
         `given_up()` is true (the receivers' RPC ended early: they failed)."""
         if self._group is None or self._specs is None:
             raise RuntimeError("WeightBroadcaster.send before connect() and plan()")
-        sent = 0
+        sent, devices = 0, set()
         for spec, (name, tensor) in zip(self._specs, named_tensors, strict=False):
             if TensorSpec.of(name, tensor) != spec:
                 raise ValueError(
                     f"weight {sent}: announced {spec}, got {TensorSpec.of(name, tensor)}; the "
                     "model's weights must keep their names, dtypes and shapes between pushes"
                 )
-            work = _broadcast_from_trainer(self._group, self._on_wire_device(tensor))
-            _finish(work, given_up)
+            on_wire = self._on_wire_device(tensor)
+            devices.add(on_wire.device)
+            _finish(_broadcast_from_trainer(self._group, on_wire), given_up)
             sent += 1
         if sent != len(self._specs):
             raise ValueError(f"announced {len(self._specs)} weights, sent {sent}")
-        if self.backend == "nccl":
-            torch.cuda.synchronize()
+        for device in devices if self.backend == "nccl" else ():
+            torch.cuda.synchronize(device)  # the trainer's GPUs, not the current one (vLLM's)
 
     def _on_wire_device(self, tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.detach()

@@ -18,7 +18,8 @@ import torch
 
 from rlve.reliability.kill_points import kill_point
 from rlve.sync.broadcast import WeightBroadcaster
-from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport, wire_dtype
+from rlve.sync.shared_memory import SharedMemoryTransport, wire_dtype
+from rlve.sync.weight_stream import NamedTensors, WeightStream, as_stream
 
 Everywhere = Callable[..., concurrent.futures.Future]
 """everywhere(method, *args): start `method(*args)` in every worker of every replica"""
@@ -47,7 +48,7 @@ ENGINE_DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": t
 
 
 def push_weights(
-    named_tensors: NamedTensors,
+    named_tensors: NamedTensors | WeightStream,
     version: int,
     everywhere: Everywhere,
     timeout: float,
@@ -55,18 +56,20 @@ def push_weights(
     broadcaster: WeightBroadcaster | None = None,
     engine_dtype: str | None = None,
 ) -> None:
-    """Load `named_tensors` as `version` into every worker, through `files` or `broadcaster`.
-    Floating-point tensors travel in `engine_dtype` (vLLM's name for it) when it is known: vLLM
-    would round them to it anyway, so a float32 trainer sends a bfloat16 engine half the bytes."""
+    """Load `named_tensors` as `version` into every worker, through `files` or `broadcaster`;
+    a `WeightStream` is read one tensor at a time. Floating-point tensors travel in
+    `engine_dtype` (vLLM's name for it) when it is known: vLLM would round them to it anyway,
+    so a float32 trainer sends a bfloat16 engine half the bytes."""
     dtype = ENGINE_DTYPES.get(engine_dtype or "")
+    stream = as_stream(named_tensors)
     if files is not None:
-        path = files.write(named_tensors, version, dtype)
+        path = files.write(stream, version, dtype)
         kill_point("weight_push", version)
         wait_for(everywhere("rlve_load_weights_file", str(path), version), timeout, "a push")
         return
     if dtype is not None:
-        named_tensors = ((name, t.to(wire_dtype(t, dtype))) for name, t in named_tensors)
-    specs, tensors = broadcaster.plan(named_tensors)
+        stream = stream.cast(lambda held: wire_dtype(held, dtype))
+    specs, tensors = broadcaster.plan(stream)
     loading = everywhere("rlve_receive_weights", [spec.to_wire() for spec in specs], version)
     kill_point("weight_push", version)
     try:  # the workers' calls ending before every tensor is sent means they failed

@@ -12,11 +12,12 @@ import shutil
 from collections.abc import Iterator
 
 import torch
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from rlve.distributed.fsdp import full
 from rlve.models import TINY_MARKER_FILE, resolve_model_path
+from rlve.sync.shared_memory import write_safetensors
+from rlve.sync.weight_stream import WeightStream
 
 
 def _lora_layers(causal_lm: nn.Module) -> dict[str, nn.Module]:
@@ -45,16 +46,10 @@ def _merged(weight: Tensor, layer: nn.Module) -> Tensor:
     return merged
 
 
-@torch.no_grad()
-def merged_named_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
-    """(name, tensor) for every tensor of the base model's state dict, in its HF names.
-
-    For a peft-wrapped model pass `peft_model.get_base_model()`: each LoRA layer's
-    `base_layer.weight` comes out as `weight` plus the adapter's delta (computed here, so the
-    trained weights are never merged and unmerged in place), adapter tensors are left out.
-    `lm_head.weight` is yielded even when tied to the embedding, because vLLM keeps its own copy
-    of the output head.
-    """
+def _base_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor, nn.Module | None]]:
+    """(HF name, the tensor as held (a shard under FSDP), its LoRA layer or None) of every
+    tensor the base model's state dict has, then `lm_head.weight` if the state dict lacks it
+    (tied to the embedding: vLLM keeps its own copy of the output head)."""
     lora_layers = _lora_layers(causal_lm)
     names = set()
     for name, tensor in causal_lm.state_dict().items():
@@ -62,29 +57,47 @@ def merged_named_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
             continue
         name = name.replace(".base_layer.", ".")
         names.add(name)
-        tensor = full(tensor)
-        layer = lora_layers.get(name)
-        yield name, tensor if layer is None else _merged(tensor, layer)
+        yield name, tensor, lora_layers.get(name)
     head = causal_lm.get_output_embeddings()
     if "lm_head.weight" not in names and head is not None:
-        yield "lm_head.weight", full(head.weight.detach())
+        yield "lm_head.weight", head.weight.detach(), None
+
+
+@torch.no_grad()
+def _merged_tensors(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
+    for name, tensor, layer in _base_weights(causal_lm):
+        whole = full(tensor)
+        yield name, whole if layer is None else _merged(whole, layer)
+
+
+def merged_named_weights(causal_lm: nn.Module) -> WeightStream:
+    """Every tensor of the base model in its HF names, one at a time, with their layout read
+    from the state dict first (a sharded tensor's shape is the whole one's: nothing gathered).
+
+    For a peft-wrapped model pass `peft_model.get_base_model()`: each LoRA layer's
+    `base_layer.weight` comes out as `weight` plus the adapter's delta (computed here, so the
+    trained weights are never merged and unmerged in place), adapter tensors are left out.
+    `lm_head.weight` comes too even when tied to the embedding.
+    """
+    layout = tuple((name, tensor.dtype, tuple(tensor.shape))
+                   for name, tensor, _ in _base_weights(causal_lm))  # fmt: skip
+    return WeightStream(layout, _merged_tensors(causal_lm))
 
 
 def export_model(
     path: str,
-    weights: Iterator[tuple[str, Tensor]],
+    weights: WeightStream,
     causal_lm: nn.Module,
     tokenizer,
     model_name: str,
 ) -> str:
     """Write an HF model directory (config, generation config, model.safetensors, tokenizer) of
-    `weights` (HF names, LoRA merged) at `path`; the tiny model's tokenizer marker goes too."""
+    `weights` (HF names, LoRA merged) at `path`, one tensor at a time; the tiny model's
+    tokenizer marker goes too."""
     os.makedirs(path, exist_ok=True)
-    tensors = dict(weights)
     if getattr(causal_lm.config, "tie_word_embeddings", False):
-        tensors.pop("lm_head.weight", None)  # the loader ties it back to the embedding
-    tensors = {name: t.detach().to("cpu").contiguous().clone() for name, t in tensors.items()}
-    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        weights = weights.without("lm_head.weight")  # the loader ties it back to the embedding
+    write_safetensors(os.path.join(path, "model.safetensors"), weights)
     causal_lm.config.save_pretrained(path)
     if getattr(causal_lm, "generation_config", None) is not None:
         causal_lm.generation_config.save_pretrained(path)

@@ -14,7 +14,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -30,6 +30,7 @@ from rlve.distributed.fsdp import full
 from rlve.models import load_tokenizer
 from rlve.models.precision import resolve_dtype
 from rlve.reliability.kill_points import kill_point
+from rlve.sync.weight_stream import WeightStream
 from rlve.training.checkpoint import (
     capture_rng_state,
     load_checkpoint,
@@ -392,10 +393,11 @@ class Trainer:
         self._bad_steps_in_a_row = state["bad_steps_in_a_row"]
         return state["extra"]
 
-    def named_weights_for_inference(self) -> Iterator[tuple[str, Tensor]]:
-        """Every tensor vLLM loads, in HF checkpoint names: LoRA merged into the base weights,
-        peft prefixes stripped, `lm_head.weight` included even when tied to the embedding."""
-        yield from merged_named_weights(self.causal_lm)
+    def named_weights_for_inference(self) -> WeightStream:
+        """Every tensor vLLM loads, in HF checkpoint names, one at a time (under FSDP every rank
+        must read them all): LoRA merged into the base weights, peft prefixes stripped,
+        `lm_head.weight` included even when tied to the embedding."""
+        return merged_named_weights(self.causal_lm)
 
     def export(self, path: str) -> str:
         """A merged HF model directory (config, model.safetensors, tokenizer) at `path`,

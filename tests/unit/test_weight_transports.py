@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import threading
+import weakref
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from rlve.config import InferenceConfig
+from rlve.inference.vllm_worker import WeightSyncExtension, tensors_of_file
 from rlve.sync.broadcast import (
     TensorSpec,
     WeightBroadcaster,
@@ -22,6 +24,7 @@ from rlve.sync.broadcast import (
 )
 from rlve.sync.push import push_weights
 from rlve.sync.shared_memory import SharedMemoryTransport
+from rlve.sync.weight_stream import WeightStream, layout_of
 
 
 def tied_weights() -> list[tuple[str, torch.Tensor]]:
@@ -98,7 +101,7 @@ def test_shared_memory_without_room_raises_naming_the_size_and_the_fix(tmp_path,
 
     monkeypatch.setattr(os, "posix_fallocate", full_disk)
     transport = SharedMemoryTransport(tmp_path)
-    with pytest.raises(OSError, match=r"no room for the pushed weights \(4 MiB\).*--shm-size"):
+    with pytest.raises(OSError, match=r"no room for the weights \(4 MiB\).*--shm-size"):
         transport.write([("a", torch.zeros(2**20))], version=1)
 
 
@@ -120,6 +123,36 @@ def test_a_bfloat16_engine_gets_float32_weights_as_bfloat16_and_nothing_wider(tm
     assert loaded["h"].dtype == torch.bfloat16  # widening is exact: left to the engine
     push_weights([("x", torch.ones(2))], 3, everywhere, 30, files=files, engine_dtype="auto")
     assert loaded["x"].dtype == torch.float32  # an engine dtype not known here: as it is
+    files.close()
+
+
+class RecordingWorker(WeightSyncExtension):
+    """vLLM's worker as the extension sees it: `reload_weights` is the worker's own (which sets
+    vLLM's config around the reload), and the device is a GPU the file must not be loaded onto."""
+
+    device = torch.device("meta")
+
+    def __init__(self):
+        self.received = []
+
+    def reload_weights(self, weights_iterator, is_checkpoint_format):
+        assert is_checkpoint_format
+        for name, tensor in weights_iterator:  # vLLM copies each into its parameter, then drops it
+            self.received.append((name, tensor.device.type, tensor.untyped_storage().nbytes()))
+
+
+def test_a_file_push_streams_each_tensor_from_the_cpu_into_the_worker_s_reload(tmp_path):
+    files = SharedMemoryTransport(tmp_path)
+    weights = [("a", torch.ones(64, 64)), ("b", torch.zeros(8, dtype=torch.bfloat16))]
+    path = files.write(weights, version=3)
+    worker = RecordingWorker()
+    assert worker.rlve_load_weights_file(str(path), 3) == 3
+    # every tensor on the CPU in a storage of its own size, whatever the worker's device: the
+    # file is read one tensor at a time, never as a whole next to the model
+    assert sorted(worker.received) == [("a", "cpu", 64 * 64 * 4), ("b", "cpu", 8 * 2)]
+    assert not hasattr(worker, "model_runner")  # the runner's reload would skip the worker's
+    stream = tensors_of_file(str(path))
+    assert next(stream)[0] in ("a", "b")  # lazily: a generator, one tensor per step
     files.close()
 
 
@@ -193,9 +226,15 @@ def test_broadcast_delivers_every_tensor_exactly_push_after_push():
     broadcaster.send(tensors)
     first = worker.received.get(timeout=30)
 
-    doubled = [(name, tensor * 2) for name, tensor in tied_weights()]
-    specs, tensors = broadcaster.plan(iter(doubled))  # later pushes stream: specs are cached
-    assert not isinstance(tensors, list)
+    made = []
+
+    def doubled():
+        for name, tensor in tied_weights():
+            made.append(name)
+            yield name, tensor * 2
+
+    specs, tensors = broadcaster.plan(WeightStream(layout_of(tied_weights()), doubled()))
+    assert made == []  # a stream's layout announces the push: no tensor is made before its turn
     worker.specs.put(specs)
     broadcaster.send(tensors)
     second = worker.received.get(timeout=30)
@@ -299,3 +338,38 @@ def test_a_send_that_completes_just_after_its_receivers_returned_is_not_a_failur
     _finish(_Work(now, delay_s=0.05), given_up=lambda: True, grace_s=2.0)  # returns
     with pytest.raises(RuntimeError, match="receiving side stopped"):
         _finish(_Work(now, delay_s=None), given_up=lambda: True, grace_s=0.1)
+
+
+def test_a_stream_is_checked_against_its_layout_as_it_passes():
+    layout = layout_of(tied_weights())
+    assert [name for name, _ in WeightStream(layout, tied_weights())] == [n for n, *_ in layout]
+    with pytest.raises(ValueError, match=r"weight 1: the layout says model.norm.weight "
+                                         r"torch.bfloat16 \[3\], the stream gave x"):  # fmt: skip
+        list(WeightStream(layout, [tied_weights()[0], ("x", torch.zeros(3))]))
+    with pytest.raises(ValueError, match="zip"):  # a tensor short
+        list(WeightStream(layout, tied_weights()[:2]))
+    cast = WeightStream(layout, tied_weights()).cast(lambda held: torch.float16)
+    assert {dtype for _, dtype, _ in cast.layout} == {torch.float16}
+    assert [t.dtype for _, t in cast] == [torch.float16] * 3
+    assert [n for n, _ in WeightStream(layout, tied_weights()).without("lm_head.weight")] == [
+        "model.embed_tokens.weight", "model.norm.weight"]  # fmt: skip
+
+
+def test_a_shared_memory_push_holds_the_stream_s_tensors_one_at_a_time(tmp_path):
+    alive, peak = [0], [0]
+
+    def made(tensor):
+        alive[0] += 1
+        peak[0] = max(peak[0], alive[0])
+        weakref.finalize(tensor, lambda: alive.__setitem__(0, alive[0] - 1))
+        return tensor
+
+    layout = tuple((f"w{i}", torch.float32, (256,)) for i in range(10))
+    stream = WeightStream(
+        layout, ((f"w{i}", made(torch.full((256,), float(i)))) for i in range(10))
+    )
+    files = SharedMemoryTransport(tmp_path)
+    files.write(stream, version=1)
+    assert load_file(files.path)["w7"].tolist() == [7.0] * 256
+    assert peak[0] <= 2  # the tensor being copied, and the one before it until its name is reused
+    files.close()

@@ -64,3 +64,17 @@ def test_every_collective_runs_on_a_device_keyed_cpu_backend():
         assert outcome["all"] == (True, False)
         assert outcome["broadcast"] == ("train_step", [1, 2])
         assert outcome["gather"] == ["rank 0", "rank 1"]
+
+
+def test_a_one_process_gpu_trainer_makes_its_own_gpu_the_current_one(monkeypatch):
+    # CUDA calls that name no device (torch.cuda.synchronize after an NCCL push) then reach the
+    # trainer's GPU, not cuda:0, where vLLM runs in the two-GPU layout
+    import torch
+
+    from rlve.distributed.world import init_world
+
+    current = []
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(torch.cuda, "set_device", current.append)
+    assert init_world("cuda:1")[1] == "cuda:1" and current == [torch.device("cuda:1")]
+    assert init_world("cpu")[1] == "cpu" and len(current) == 1
