@@ -9,7 +9,8 @@ from rlve.algorithms.advantages import group_advantages
 from rlve.algorithms.dynamic_sampling import FilterResult, filter_groups
 from rlve.algorithms.kl import kl_penalty
 from rlve.algorithms.loss_inputs import TIS_MODES, check_hyperparameters
-from rlve.algorithms.losses import LOSSES, LossStats, policy_loss, token_mean
+from rlve.algorithms.loss_registry import LOSSES, LossTerms, find_loss, register_loss
+from rlve.algorithms.losses import LossStats, policy_loss, token_mean
 from rlve.algorithms.overlong import overlong_penalty
 from rlve.algorithms.schedule import SCHEDULES, lr_multiplier
 
@@ -19,12 +20,15 @@ __all__ = [
     "TIS_MODES",
     "FilterResult",
     "LossStats",
+    "LossTerms",
     "check_hyperparameters",
     "filter_groups",
+    "find_loss",
     "group_advantages",
     "kl_penalty",
     "lr_multiplier",
     "overlong_penalty",
     "policy_loss",
+    "register_loss",
     "token_mean",
 ]

@@ -1,6 +1,7 @@
 """Policy-gradient losses of the RL trainer: GRPO, DAPO and CISPO as pure tensor functions.
 
-`policy_loss(kind, ...)` looks the loss up in the `LOSSES` table, weights tokens by the optional
+`policy_loss(kind, ...)` looks the loss up by name (`rlve.algorithms.loss_registry`: the three
+here register themselves, a user's own loss the same way), weights tokens by the optional
 truncated importance sampling correction against the sampler's log-probs, and returns the scalar
 loss with `LossStats`. Nothing here knows about models or devices; it all runs on CPU in tests.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -20,6 +20,7 @@ from rlve.algorithms.loss_inputs import (
     check_shapes,
     check_token_count,
 )
+from rlve.algorithms.loss_registry import LossTerms, find_loss, register_loss
 
 
 @dataclass(frozen=True)
@@ -76,40 +77,6 @@ class LossStats:
 
 def _empty_stats() -> LossStats:
     return LossStats(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0)
-
-
-@dataclass(frozen=True)
-class LossTerms:
-    """A loss function's scalar and where its clip (or cap) was active, bool [B, T] each."""
-
-    loss: Tensor
-    clipped_low: Tensor
-    clipped_high: Tensor
-
-
-class LossFn(Protocol):
-    """Signature shared by the entries of `LOSSES`; `policy_loss` validates the inputs first.
-
-    `mask` is bool [B, T], `advantages` already broadcast to [B, T], and `token_weight` the
-    detached [B, T] importance-sampling weight of each token's loss (all ones without TIS).
-    `sequence_ids` ([B, T] long, or None for one sequence per row) says which sequence each token
-    belongs to in packed rows; only per-sequence aggregations (grpo) read it.
-    """
-
-    def __call__(
-        self,
-        logp: Tensor,
-        old_logp: Tensor,
-        advantages: Tensor,
-        mask: Tensor,
-        token_weight: Tensor,
-        *,
-        eps_low: float,
-        eps_high: float,
-        is_cap: float,
-        num_tokens: int | None,
-        sequence_ids: Tensor | None,
-    ) -> LossTerms: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,6 +149,7 @@ def _clipped_surrogate(
     return per_token, clipped_low, clipped_high
 
 
+@register_loss("grpo", aggregation="sequence", uses=("eps_low", "eps_high", "sequence_ids"))
 def grpo_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -191,22 +159,21 @@ def grpo_loss(
     *,
     eps_low: float,
     eps_high: float,
-    is_cap: float,
-    num_tokens: int | None,
     sequence_ids: Tensor | None = None,
 ) -> LossTerms:
     """GRPO (Shao et al. 2024, DeepSeekMath eq. 3, without its KL term): the clipped surrogate,
     averaged per sequence, then over sequences (`sequence_mean`).
 
-    Shapes: logp, old_logp, token_weight: [B, T]; advantages: [B, T]; mask: bool [B, T].
-    `is_cap` and `num_tokens` are unused: the mean is over this call's sequences, so a trainer
-    that accumulates GRPO gradients scales each micro-batch by its share of the step's sequences.
-    `sequence_ids` tells the sequences of packed rows apart (`sequence_mean`).
+    Shapes: logp, old_logp, token_weight: [B, T]; advantages: [B, T]; mask: bool [B, T]. The
+    mean is over this call's sequences, so a trainer that accumulates GRPO gradients scales each
+    micro-batch by its share of the step's sequences. `sequence_ids` tells the sequences of
+    packed rows apart (`sequence_mean`).
     """
     per_token, low, high = _clipped_surrogate(logp, old_logp, advantages, mask, eps_low, eps_high)
     return LossTerms(sequence_mean(per_token * token_weight, mask, sequence_ids), low, high)
 
 
+@register_loss("dapo", aggregation="token", uses=("eps_low", "eps_high", "num_tokens"))
 def dapo_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -216,9 +183,7 @@ def dapo_loss(
     *,
     eps_low: float,
     eps_high: float,
-    is_cap: float,
     num_tokens: int | None,
-    sequence_ids: Tensor | None = None,
 ) -> LossTerms:
     """DAPO (Yu et al. 2025, sections 3.1 and 3.3): the clipped surrogate with decoupled
     eps_low / eps_high ("clip-higher"), summed over all masked tokens / `num_tokens`.
@@ -229,6 +194,7 @@ def dapo_loss(
     return LossTerms(token_mean(per_token * token_weight, mask, num_tokens), low, high)
 
 
+@register_loss("cispo", aggregation="token", uses=("is_cap", "num_tokens"))
 def cispo_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -236,19 +202,16 @@ def cispo_loss(
     mask: Tensor,
     token_weight: Tensor,
     *,
-    eps_low: float,
-    eps_high: float,
     is_cap: float,
     num_tokens: int | None,
-    sequence_ids: Tensor | None = None,
 ) -> LossTerms:
     """CISPO (MiniMax-M1, 2025, section 3.1): -sg(min(r, is_cap)) * A * logp per token, summed
     over all masked tokens / `num_tokens`.
 
     Clipping the detached importance weight instead of the update keeps a gradient on every
     token (PPO's clip zeroes it), so rare high-ratio tokens still learn. The gradient wrt logp is
-    -min(r, is_cap) * A / num_tokens. The lower bound is off, as in the paper's recipe, so
-    eps_low / eps_high are unused. Shapes as `dapo_loss`.
+    -min(r, is_cap) * A / num_tokens. The lower bound is off, as in the paper's recipe (no
+    eps_low / eps_high). Shapes as `dapo_loss`.
     """
     ratio = torch.exp(_masked_log_ratio(logp, old_logp, mask))
     coefficient = ratio.clamp(max=is_cap).detach()
@@ -256,10 +219,6 @@ def cispo_loss(
     clipped_high = mask & (ratio > is_cap)
     loss = token_mean(per_token * token_weight, mask, num_tokens)
     return LossTerms(loss, torch.zeros_like(mask), clipped_high)
-
-
-LOSSES: dict[str, LossFn] = {"grpo": grpo_loss, "dapo": dapo_loss, "cispo": cispo_loss}
-"""Name -> loss function; `policy_loss` and configs pick a loss by these names."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +242,8 @@ def policy_loss(
     num_tokens: int | None = None,
     sequence_ids: Tensor | None = None,
 ) -> tuple[Tensor, LossStats]:
-    """The policy-gradient loss `kind` ("grpo", "dapo" or "cispo") and what it saw.
+    """The policy-gradient loss `kind` ("grpo", "dapo", "cispo", another registered name or an
+    import path: `rlve.algorithms.loss_registry.find_loss`) and what it saw.
 
     Args:
         logp: [B, T] trainer log-probs of the sampled tokens under the current weights (grad).
@@ -311,7 +271,7 @@ def policy_loss(
         ValueError: unknown kind, out-of-range hyper-parameter, shape mismatch, or an all-masked
             batch with `num_tokens` None (the trainer skips such batches).
     """
-    loss_fn = _check_kind(kind)
+    loss_fn = find_loss(kind)
     check_hyperparameters(eps_low, eps_high, is_cap, tis_cap, tis_mode, num_tokens)
     if tis_cap is not None and sampler_logp is None:
         raise ValueError(f"tis_cap={tis_cap} needs sampler_logp (the sampler's log-probs)")
@@ -386,9 +346,3 @@ def _loss_stats(
         ratio_min=float(ratio.min()),
         ratio_max=float(ratio.max()),
     )
-
-
-def _check_kind(kind: str) -> LossFn:
-    if kind not in LOSSES:
-        raise ValueError(f"unknown loss kind {kind!r}; valid kinds: {sorted(LOSSES)}")
-    return LOSSES[kind]

@@ -109,7 +109,8 @@ class TrainerConfig:
     once for the whole micro-batch; >= 1"""
 
     loss: str = "cispo"
-    """policy loss: "grpo", "dapo" or "cispo" (rlve.algorithms.LOSSES)"""
+    """policy loss: "grpo", "dapo", "cispo", or a loss of your own by import path
+    ("package.module:function", decorated with `rlve.algorithms.register_loss`)"""
     old_logprobs: str = "recompute"
     """the behaviour policy of the ratio r = pi_theta / pi_old: "sampler" (vLLM's log-probs of
     the sampled tokens, so r also spans the weight lag of an async run; MiniMax-M1, prime-rl) or
@@ -190,9 +191,12 @@ class TrainerConfig:
         self._validate_loss()
 
     def _validate_loss(self) -> None:
-        from rlve.algorithms import LOSSES, check_hyperparameters
+        from rlve.algorithms import check_hyperparameters, find_loss
 
-        require_choice("loss", self.loss, sorted(LOSSES))
+        try:
+            find_loss(self.loss)
+        except ValueError as exc:
+            raise ValueError(f"trainer.loss: {exc}") from None
         check_hyperparameters(self.eps_low, self.eps_high, self.is_cap, self.tis_cap,
                               self.tis_mode, num_tokens=None)  # fmt: skip
         require_choice("old_logprobs", self.old_logprobs, OLD_LOGPROBS)

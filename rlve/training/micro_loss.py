@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from rlve.algorithms import LossStats, kl_penalty, policy_loss, token_mean
+from rlve.algorithms import LossStats, find_loss, kl_penalty, policy_loss, token_mean
 from rlve.algorithms.packed_rows import sequence_ids
 from rlve.config import TrainerConfig
 from rlve.types import MicroBatch, TrainBatch
@@ -30,7 +30,7 @@ def micro_batch_loss(
         tis_mode=config.tis_mode, num_tokens=batch.num_loss_tokens,
         sequence_ids=sequence_ids(micro.position_ids) if packed else None,
     )  # fmt: skip
-    if config.loss == "grpo":  # a per-sequence mean: weight by this share of sequences
+    if find_loss(config.loss).aggregation == "sequence":  # weight by this share of sequences
         loss = loss * (len(micro.sequence_index) / batch.num_sequences)
     kl_sum = 0.0
     if config.kl_beta > 0:

@@ -450,7 +450,10 @@ def test_k3_rejects_shape_mismatch():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"kind": "ppo"}, r"unknown loss kind 'ppo'; valid kinds: \['cispo', 'dapo', 'grpo'\]"),
+        (
+            {"kind": "ppo"},
+            r"unknown loss 'ppo': use one of \['cispo', 'dapo', 'grpo'\] or an import path",
+        ),
         ({"eps_low": 1.0}, r"eps_low must be in \[0, 1\), got 1.0"),
         ({"eps_low": -0.1}, r"eps_low must be in \[0, 1\), got -0.1"),
         ({"eps_high": -0.5}, "eps_high must be >= 0, got -0.5"),

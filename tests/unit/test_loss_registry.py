@@ -1,0 +1,46 @@
+"""Losses by name: the built-ins say how they aggregate and what they read, and a loss is given
+exactly the hyper-parameters it declares."""
+
+import pytest
+import torch
+
+from rlve.algorithms import LOSSES, LossTerms, find_loss, register_loss
+
+
+def test_the_builtins_declare_their_aggregation_and_arguments():
+    declared = {name: (loss.aggregation, loss.uses) for name, loss in LOSSES.items()}
+    assert declared == {
+        "grpo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
+        "dapo": ("token", ("eps_low", "eps_high", "num_tokens")),
+        "cispo": ("token", ("is_cap", "num_tokens")),
+    }
+    assert find_loss("cispo") is LOSSES["cispo"]
+    assert find_loss("rlve.algorithms.losses:cispo_loss") is LOSSES["cispo"]
+
+
+def test_a_loss_gets_only_the_hyper_parameters_it_uses():
+    seen = {}
+
+    @register_loss(aggregation="token", uses=("is_cap",))
+    def capped(logp, old_logp, advantages, mask, token_weight, *, is_cap):
+        seen["is_cap"] = is_cap
+        return LossTerms(logp.sum(), mask, mask)
+
+    ones = torch.ones(2, 4)
+    capped.rlve_loss(ones, ones, ones, ones.bool(), ones, eps_low=0.2, eps_high=0.28,
+                     is_cap=5.0, num_tokens=8, sequence_ids=None)  # fmt: skip
+    assert seen == {"is_cap": 5.0}
+    assert capped.rlve_loss.name.endswith(":test_a_loss_gets_only_the_hyper_parameters_it_uses"
+                                          ".<locals>.capped")  # fmt: skip
+    assert "capped" not in LOSSES  # registered by path only: no name was given
+
+
+def test_bad_registrations_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"aggregation must be one of \['token', 'sequence'\]"):
+        register_loss(aggregation="batch")
+    with pytest.raises(ValueError, match=r"\['temperature'\] are not among them"):
+        register_loss(aggregation="token", uses=("temperature",))
+    with pytest.raises(ValueError, match=r"says it uses \['num_tokens'\], but takes no such"):
+        register_loss(aggregation="token", uses=("num_tokens",))(lambda *tensors: None)
+    with pytest.raises(ValueError, match="a loss named 'cispo' is registered already"):
+        register_loss("cispo", aggregation="token")(lambda *tensors: None)
