@@ -14,7 +14,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -189,22 +189,17 @@ class Trainer:
         forwarded = float(sum(m.num_loss_tokens for m in batch.micro_batches))
         lr = self.scheduler.get_last_lr()[0]
         stats: list[LossStats] = []
-        loss_sum = entropy_sum = kl_sum = 0.0
-        finite = True
-        for micro in batch.micro_batches:
-            mask = micro.loss_mask
-            logp, entropy = self._logprobs(self.scorer, micro)
+        kl_sum = 0.0
+
+        def loss_of(logp: Tensor, micro: MicroBatch) -> Tensor:
+            nonlocal kl_sum
             loss, micro_stats, micro_kl = micro_batch_loss(config, logp, micro, batch)
             kl_sum += micro_kl
-            if not self._backward(loss):
-                finite = False
-                if not self.world.sharded:  # sharded, every rank runs every backward
-                    break
-            loss_sum += loss.item()
-            entropy_sum += float(entropy[mask].sum())
             if micro.num_loss_tokens:  # an idle micro-batch (sharded) has no statistics
                 stats.append(micro_stats)
-        finite = self.world.all(finite)
+            return loss
+
+        finite, loss_sum, entropy_sum = self._accumulate(batch, loss_of, config.temperature)
         grad_norm = self._apply_gradients(finite)
         loss_sum, entropy_sum, kl_sum, forwarded = self.world.sum(
             [loss_sum, entropy_sum, kl_sum, forwarded]
@@ -243,18 +238,9 @@ class Trainer:
         if num_tokens == 0:
             raise ValueError("every token of the SFT batch is masked out; nothing to train on")
         lr = self.scheduler.get_last_lr()[0]
-        loss_sum = entropy_sum = 0.0
-        finite = True
-        for micro in batch.micro_batches:
-            logp, entropy = self._logprobs(self.scorer, micro, temperature=1.0)
-            loss = -token_mean(logp, micro.loss_mask, num_tokens)
-            if not self._backward(loss):
-                finite = False
-                if not self.world.sharded:  # sharded, every rank runs every backward
-                    break
-            loss_sum += loss.item()
-            entropy_sum += float(entropy[micro.loss_mask].sum())
-        finite = self.world.all(finite)
+        finite, loss_sum, entropy_sum = self._accumulate(
+            batch, lambda logp, micro: -token_mean(logp, micro.loss_mask, num_tokens), 1.0
+        )
         grad_norm = self._apply_gradients(finite)
         loss_sum, entropy_sum = self.world.sum([loss_sum, entropy_sum])
         self.step += 1
@@ -271,6 +257,26 @@ class Trainer:
     # -----------------------------------------------------------------------------------------
     # Shared pieces
     # -----------------------------------------------------------------------------------------
+
+    def _accumulate(
+        self, batch: TrainBatch, loss_of: Callable[[Tensor, MicroBatch], Tensor], temperature: float
+    ) -> tuple[bool, float, float]:
+        """Forward and backward each micro-batch of `batch` with the loss `loss_of(logp, micro)`,
+        accumulating gradients: RL and SFT alike. Returns (finite on every rank, this rank's
+        summed loss, its summed entropy of the trained tokens); one process stops at the first
+        loss that is not finite."""
+        loss_sum = entropy_sum = 0.0
+        finite = True
+        for micro in batch.micro_batches:
+            logp, entropy = self._logprobs(self.scorer, micro, temperature)
+            loss = loss_of(logp, micro)
+            if not self._backward(loss):
+                finite = False
+                if not self.world.sharded:  # sharded, every rank runs every backward
+                    break
+            loss_sum += loss.item()
+            entropy_sum += float(entropy[micro.loss_mask].sum())
+        return self.world.all(finite), loss_sum, entropy_sum
 
     def _backward(self, loss: Tensor) -> bool:
         """Backpropagates `loss`; False when it is not finite. Sharded, it backpropagates even

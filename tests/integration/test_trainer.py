@@ -410,7 +410,7 @@ def test_a_step_with_only_bad_groups_is_a_skipped_step():
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("loss", "ppo", "loss must be one of"),
+        ("loss", "ppo", "trainer.loss: unknown loss .ppo."),
         ("eps_low", 1.5, r"eps_low must be in \[0, 1\)"),
         ("tis_cap", 0.5, "tis_cap must be None or > 1"),
         ("dtype", "float8", "dtype must be one of"),
