@@ -33,6 +33,7 @@ from rlve.curriculum import DifficultyController
 from rlve.distributed import Crew, follow, init_world
 from rlve.envs import expand_env_names, load_environment
 from rlve.envs.base import Environment
+from rlve.inference.engine import ServingEngine
 from rlve.inference.scripted import ScriptedEngine, load_policy
 from rlve.inference.vllm_logs import send_vllm_logs_to
 from rlve.reliability.run_guard import run_guard
@@ -206,7 +207,7 @@ def train(
     finally:
         # a given engine ends with the run even if it failed before _drive took it (when _drive
         # did, it is shut down already, and a second shutdown does nothing)
-        if engine is not None and hasattr(engine, "shutdown"):
+        if isinstance(engine, ServingEngine):
             engine.shutdown()
     return run_dir
 
@@ -260,7 +261,7 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
     collector.next_step = trainer.step + (2 if next_batch else 1)
     checkpoints = run_dir / CHECKPOINTS
     try:
-        if (latest or started_elsewhere) and hasattr(engine, "push_weights"):
+        if (latest or started_elsewhere) and isinstance(engine, ServingEngine):
             engine.push_weights(crew.weights_for_inference(), trainer.version)
         if on_start is not None:
             on_start(trainer, engine)
@@ -277,7 +278,7 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
     finally:
         collector.close()
         logger.close()
-        if hasattr(engine, "shutdown"):
+        if isinstance(engine, ServingEngine):
             engine.shutdown()
 
 
@@ -288,6 +289,7 @@ def _loop(
     `monitor`: the reward-hacking monitor, or None."""
     trainer = crew.trainer
     async_level = config.rollout.async_level
+    serves_trainer = isinstance(engine, ServingEngine)
     pending = _finished(next_batch) if next_batch else collector.submit()
     batch: StepBatch | None = None
     saved_step = trainer.step
@@ -300,7 +302,7 @@ def _loop(
                 pending = collector.submit()  # generates step n+1 while step n trains
             metrics = step_metrics(batch, collector.sampler, waited_s)
             groups = batch.groups
-            if hasattr(engine, "push_weights"):  # its weights come from this trainer: check it
+            if serves_trainer:  # its weights come from this trainer: check the lag
                 metrics.update(weight_lag(groups, trainer.version))
                 groups, stale = within_lag(groups, trainer.version, async_level)
                 metrics["batch/stale_groups_dropped"] = float(stale)
@@ -308,7 +310,7 @@ def _loop(
             if async_level == 1:
                 pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version
             sync_s = 0.0
-            if hasattr(engine, "push_weights"):
+            if serves_trainer:
                 sync_s = engine.push_weights(crew.weights_for_inference(), trainer.version)
             if async_level == 0 and trainer.step < config.trainer.max_steps:
                 pending = collector.submit()

@@ -99,3 +99,14 @@ class Engine(Protocol):
     tokenizer: Any
 
     async def generate(self, request: GenerationRequest) -> Generation: ...
+
+
+@runtime_checkable
+class ServingEngine(Engine, Protocol):
+    """An engine that serves the trainer's weights (vLLM here or in `rlve.serve` servers):
+    every push loads them in place, and its processes end with `shutdown`. Engines without
+    these (scripted policies, an OpenAI endpoint) play with weights of their own."""
+
+    def push_weights(self, named_tensors: Any, version: int) -> float: ...
+
+    def shutdown(self) -> None: ...

@@ -138,7 +138,7 @@ def test_samples_and_config_are_written(tmp_path):
     ("override", "message"),
     [
         ("trainer.lrr=1", "lrr"),
-        ("trainer.loss=ppo", "loss must be one of"),
+        ("trainer.loss=ppo", "trainer.loss: unknown loss .ppo."),
         ("rollout.group_size=1", "rollout.group_size must be >= 2, got 1"),
         ("rollout.async_level=2", "rollout.async_level must be one of"),
     ],
