@@ -167,8 +167,8 @@ class WeightBroadcaster:
         for spec, (name, tensor) in zip(self._specs, named_tensors, strict=False):
             if TensorSpec.of(name, tensor) != spec:
                 raise ValueError(
-                    f"weight {sent}: announced {spec}, got {TensorSpec.of(name, tensor)}; the "
-                    "model's weights must keep their names, dtypes and shapes between pushes"
+                    f"weight {sent}: announced {spec}, got {TensorSpec.of(name, tensor)}: the "
+                    "workers allocate what the push announced"
                 )
             on_wire = self._on_wire_device(tensor)
             devices.add(on_wire.device)

@@ -41,10 +41,14 @@ def check_remote_placement(trainer_device: str, weight_transport: str) -> None:
     """The placement check when vLLM runs in `inference.servers` (on other nodes or in other
     processes): only the trainer's side is known here, so only NCCL's need of a GPU is checked;
     `inference.gpus` and the model config's GPU list describe no local engine and are ignored."""
+    _require_trainer_gpu_for_nccl(trainer_device, weight_transport, instead="gloo")
+
+
+def _require_trainer_gpu_for_nccl(trainer_device: str, weight_transport: str, instead: str):
     if weight_transport == "nccl" and cuda_index(trainer_device) is None:
         raise ValueError(
             f"inference.weight_transport=nccl sends from the trainer's GPU, but trainer.device "
-            f"is {trainer_device!r}: use trainer.device=cuda or cuda:N, or weight_transport=gloo"
+            f"is {trainer_device!r}: use trainer.device=cuda:N or weight_transport={instead}"
         )
 
 
@@ -83,13 +87,8 @@ def check_placement(
             f"and vLLM ({vllm_gpus}) share GPU(s) {overlap}: list vLLM's GPUs from "
             f"{len(trainer)} on in inference.gpus"
         )
+    _require_trainer_gpu_for_nccl(trainer_device, weight_transport, instead="shared_memory")
     if weight_transport == "nccl":
-        if not trainer:
-            raise ValueError(
-                f"inference.weight_transport=nccl sends from the trainer's GPU, but "
-                f"trainer.device is {trainer_device!r}: use trainer.device=cuda:N or "
-                "weight_transport=shared_memory"
-            )
         if overlap:
             raise ValueError(
                 f"inference.weight_transport=nccl cannot connect two ranks on one GPU: the "

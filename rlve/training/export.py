@@ -64,8 +64,8 @@ def _base_weights(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor, nn.Module
 
 
 @torch.no_grad()
-def _merged_tensors(causal_lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
-    for name, tensor, layer in _base_weights(causal_lm):
+def _merged_tensors(entries: list[tuple[str, Tensor, nn.Module | None]]):
+    for name, tensor, layer in entries:
         whole = full(tensor)
         yield name, whole if layer is None else _merged(whole, layer)
 
@@ -79,9 +79,9 @@ def merged_named_weights(causal_lm: nn.Module) -> WeightStream:
     trained weights are never merged and unmerged in place), adapter tensors are left out.
     `lm_head.weight` comes too even when tied to the embedding.
     """
-    layout = tuple((name, tensor.dtype, tuple(tensor.shape))
-                   for name, tensor, _ in _base_weights(causal_lm))  # fmt: skip
-    return WeightStream(layout, _merged_tensors(causal_lm))
+    entries = list(_base_weights(causal_lm))  # the state dict read once: shards, no copies
+    layout = tuple((name, tensor.dtype, tuple(tensor.shape)) for name, tensor, _ in entries)
+    return WeightStream(layout, _merged_tensors(entries))
 
 
 def export_model(

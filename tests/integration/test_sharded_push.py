@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+from test_sharded_trainer import torchrun
 
 SCRIPT = Path(__file__).parent / "scripts" / "sharded_push.py"
 
@@ -22,6 +23,5 @@ def check_held(report: dict) -> None:
 
 
 def test_rank_0_holds_about_one_gathered_tensor_in_a_push_and_the_export(tmp_path):
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    "--nproc-per-node=2", str(SCRIPT), str(tmp_path)], check=True)  # fmt: skip
+    subprocess.run(torchrun(2, str(SCRIPT), str(tmp_path)), check=True)
     check_held(json.loads((tmp_path / "held.json").read_text()))
