@@ -9,7 +9,6 @@ Checkpoints resume exactly; `named_weights_for_inference()` feeds the vLLM weigh
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import random
@@ -21,15 +20,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rlve.algorithms import LossStats, lr_multiplier, token_mean
+from rlve.algorithms import LossStats, token_mean
 from rlve.algorithms.packing import split_evenly
 from rlve.algorithms.train_sequences import TrainSequence, sequences_from_groups
 from rlve.config import TrainerConfig
 from rlve.distributed import World
-from rlve.distributed.fsdp import full
 from rlve.models import load_tokenizer
 from rlve.models.precision import resolve_dtype
-from rlve.reliability.kill_points import kill_point
 from rlve.sync.weight_stream import WeightStream
 from rlve.training.checkpoint import (
     capture_rng_state,
@@ -38,6 +35,7 @@ from rlve.training.checkpoint import (
     save_checkpoint,
 )
 from rlve.training.export import export_model, merged_named_weights
+from rlve.training.guarded_optimizer import GuardedOptimizer
 from rlve.training.logprobs import TokenScorer
 from rlve.training.micro_loss import micro_batch_loss
 from rlve.training.packed_attention import check_packable, separates_sequences, shares_prefixes
@@ -50,10 +48,6 @@ logger = logging.getLogger(__name__)
 
 SftExample = Trajectory | tuple[Sequence[int], Sequence[int]]
 """an SFT sequence: a token-exact Trajectory, or a (token_ids, loss_mask) pair"""
-
-
-class TrainingDiverged(RuntimeError):
-    """`max_bad_steps` optimizer steps in a row were skipped; keep the last good checkpoint."""
 
 
 class Trainer:
@@ -93,28 +87,18 @@ class Trainer:
         """forward each micro-batch through its prefix tree (the attention can read one)"""
 
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            self.trainable_parameters,
-            lr=config.lr,
-            betas=(config.beta1, config.beta2),
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
-        )
-        schedule = functools.partial(
-            lr_multiplier,
-            schedule=config.lr_schedule,
-            warmup_steps=config.warmup_steps,
-            max_steps=config.max_steps * config.num_iterations * config.mini_batches,
-            min_lr_ratio=config.min_lr_ratio,
-        )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
+        self.guard = GuardedOptimizer(self.trainable_parameters, config)
+        self.optimizer, self.scheduler = self.guard.optimizer, self.guard.scheduler
         self.step = 0
-        self.skipped_steps = 0
-        self._bad_steps_in_a_row = 0
 
     @property
     def version(self) -> int:
         return self.step
+
+    @property
+    def skipped_steps(self) -> int:
+        """Optimizer steps skipped so far (bad input, a loss or gradient that is not finite)."""
+        return self.guard.skipped_steps
 
     # -----------------------------------------------------------------------------------------
     # RL
@@ -145,9 +129,9 @@ class Trainer:
                    "train/faulty_rollouts": float(grouped.faulty_rollouts)}  # fmt: skip
         if not grouped.sequences:
             if grouped.skipped_groups:  # bad input everywhere: counts towards TrainingDiverged
-                self._record_bad_step("no group left to train on")
+                self.guard.record_bad_step("no group left to train on", self.step)
             else:  # nothing to learn from (no signal, or only faulty rollouts): not an error
-                self.skipped_steps += 1
+                self.guard.skipped_steps += 1
                 logger.info("step %d: no rollout group to train on; skipping the update", self.step)
             self.step += 1
             return {**metrics, "train/skipped_steps": float(self.skipped_steps),
@@ -187,7 +171,7 @@ class Trainer:
         config = self.config
         num_tokens = batch.num_loss_tokens
         forwarded = float(sum(m.num_loss_tokens for m in batch.micro_batches))
-        lr = self.scheduler.get_last_lr()[0]
+        lr = self.guard.lr
         stats: list[LossStats] = []
         kl_sum = 0.0
 
@@ -200,7 +184,7 @@ class Trainer:
             return loss
 
         finite, loss_sum, entropy_sum = self._accumulate(batch, loss_of, config.temperature)
-        grad_norm = self._apply_gradients(finite)
+        grad_norm = self.guard.apply(finite, self.step)
         loss_sum, entropy_sum, kl_sum, forwarded = self.world.sum(
             [loss_sum, entropy_sum, kl_sum, forwarded]
         )
@@ -237,11 +221,11 @@ class Trainer:
         num_tokens = batch.num_loss_tokens
         if num_tokens == 0:
             raise ValueError("every token of the SFT batch is masked out; nothing to train on")
-        lr = self.scheduler.get_last_lr()[0]
+        lr = self.guard.lr
         finite, loss_sum, entropy_sum = self._accumulate(
             batch, lambda logp, micro: -token_mean(logp, micro.loss_mask, num_tokens), 1.0
         )
-        grad_norm = self._apply_gradients(finite)
+        grad_norm = self.guard.apply(finite, self.step)
         loss_sum, entropy_sum = self.world.sum([loss_sum, entropy_sum])
         self.step += 1
         metrics = {
@@ -330,36 +314,6 @@ class Trainer:
                     logp, _ = self._logprobs(self.scorer, micro)
             setattr(micro, attribute, logp)
 
-    def _apply_gradients(self, loss_is_finite: bool) -> float:
-        """Clips and applies the accumulated gradients, or drops them when the loss or the
-        gradient norm is not finite. Returns the pre-clip gradient norm (NaN when skipped)."""
-        grad_norm = math.nan
-        if loss_is_finite:
-            max_norm = self.config.max_grad_norm or math.inf
-            norm = torch.nn.utils.clip_grad_norm_(self.trainable_parameters, max_norm)
-            grad_norm = float(full(norm))  # sharded: the norm over every rank's shards
-        if not math.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
-            reason = "gradient norm is not finite" if loss_is_finite else "loss is not finite"
-            self._record_bad_step(reason)
-            return grad_norm
-        kill_point("optimizer_step", self.step + 1)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self._bad_steps_in_a_row = 0
-        return grad_norm
-
-    def _record_bad_step(self, reason: str) -> None:
-        self.skipped_steps += 1
-        self._bad_steps_in_a_row += 1
-        logger.warning("skipping optimizer step at step %d: %s", self.step, reason)
-        if self._bad_steps_in_a_row >= self.config.max_bad_steps:
-            raise TrainingDiverged(
-                f"{self._bad_steps_in_a_row} steps in a row skipped (last: {reason}); "
-                "resume from the last good checkpoint"
-            )
-
     @torch.no_grad()
     def sequence_logprob(self, token_ids: Sequence[int], loss_mask: Sequence[int]) -> float:
         """Sum of the masked tokens' log-probs at the sampling temperature (no gradient)."""
@@ -380,7 +334,7 @@ class Trainer:
             "rng": self.world.gather(capture_rng_state()),
             "step": self.step,
             "skipped_steps": self.skipped_steps,
-            "bad_steps_in_a_row": self._bad_steps_in_a_row,
+            "bad_steps_in_a_row": self.guard.bad_steps_in_a_row,
             "config": asdict(self.config),
             "extra": extra or {},
         }
@@ -395,8 +349,8 @@ class Trainer:
         rng = state["rng"]  # one per rank that saved; a rank the saving run lacked takes rank 0's
         restore_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         self.step = state["step"]
-        self.skipped_steps = state["skipped_steps"]
-        self._bad_steps_in_a_row = state["bad_steps_in_a_row"]
+        self.guard.skipped_steps = state["skipped_steps"]
+        self.guard.bad_steps_in_a_row = state["bad_steps_in_a_row"]
         return state["extra"]
 
     def named_weights_for_inference(self) -> WeightStream:

@@ -13,7 +13,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import rlve.training.checkpoint as checkpoint
 from rlve.config import LoraConfig, TrainerConfig
 from rlve.models import load_causal_lm
-from rlve.training.trainer import Trainer, TrainingDiverged
+from rlve.training.guarded_optimizer import TrainingDiverged
+from rlve.training.trainer import Trainer
 from rlve.types import RolloutGroup, Trajectory
 
 PROMPT = [82, 272, 91, 223, 90]
