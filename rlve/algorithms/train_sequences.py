@@ -2,8 +2,8 @@
 
 `sequences_from_groups` checks every group (bad input is skipped and counted, never trained on),
 leaves out the rollouts a fault spoiled, and gives each clean trajectory (and each side call it
-carries) one `TrainSequence`: its tokens, its loss mask, and its group-relative advantage, per
-episode or per turn (rlve.algorithms.turn_credit). rlve.algorithms.packing lays them out in
+carries) one `TrainSequence`: its tokens, its loss mask, and its advantage, per episode or per
+turn (assigned in rlve.algorithms.credit). rlve.algorithms.packing lays them out in
 micro-batches.
 """
 
@@ -14,10 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
-from rlve.algorithms import group_advantages
-from rlve.algorithms.turn_credit import token_advantages, turn_advantages, turn_returns
+from rlve.algorithms.credit import assign_credit
 from rlve.types import RolloutGroup, SideSequence, Trajectory, seat_rosters
 
 logger = logging.getLogger(__name__)
@@ -123,12 +120,10 @@ def sequences_from_groups(
     groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False,
     turn_gamma: float | None = None, turn_positions: bool = False,
 ) -> GroupSequences:  # fmt: skip
-    """Checks each group, computes its advantages (`group_advantages` of the clean rollouts'
-    `trained_reward`) and returns one `TrainSequence` per clean trajectory with sampled tokens,
-    and one per side call it carries (with the trajectory's advantage). With `turn_gamma`, each
-    turn of a trajectory gets its own advantage instead (rlve.algorithms.turn_credit, discount
-    `turn_gamma`; with `turn_positions` compared with the turns after the same conversation);
-    side calls keep the whole-episode one. Self-play seats are compared with the same seat of
+    """Checks each group, assigns its credit (`assign_credit` of its clean rollouts: one
+    advantage per episode, or per turn with `turn_gamma`) and returns one `TrainSequence` per
+    clean trajectory with sampled tokens, and one per side call it carries (with the
+    trajectory's whole-episode advantage). Self-play seats are compared with the same seat of
     the group's other games, on their own rewards.
 
     Rollouts a fault spoiled are left out, of the loss and of their group's baseline: an engine
@@ -160,48 +155,23 @@ def _roster_sequences(
     rollouts: list[Trajectory], std_normalize: bool, turn_gamma: float | None, positions: bool
 ) -> list[TrainSequence]:
     """The sequences of rollouts compared with each other (a group's games, or one seat of
-    them), each with its group-relative advantage (per turn with `turn_gamma`)."""
-    rewards = torch.tensor([[t.trained_reward for t in rollouts]], dtype=torch.float64)
-    advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
-    per_token = [None] * len(rollouts)
-    if turn_gamma is not None:
-        per_token = _turn_token_advantages(rollouts, turn_gamma, std_normalize, positions)
+    them), each with its credit (rlve.algorithms.credit); side calls share their trajectory's
+    whole-episode advantage."""
+    credits = assign_credit(
+        rollouts, std_normalize=std_normalize, turn_gamma=turn_gamma, turn_positions=positions
+    )
     sequences = []
-    for trajectory, advantage, tokens in zip(rollouts, advantages, per_token, strict=True):
-        parts = [trajectory, *trajectory.side_sequences]  # side calls share the advantage
-        for part in parts:
+    for trajectory, credit in zip(rollouts, credits, strict=True):
+        for part in [trajectory, *trajectory.side_sequences]:
             if sum(part.loss_mask) == 0:
                 continue
             sequences.append(
                 TrainSequence(
                     token_ids=list(part.token_ids),
                     loss_mask=list(part.loss_mask),
-                    advantage=float(advantage),
+                    advantage=credit.advantage,
                     sampler_logprobs=list(part.sampler_logprobs) or None,
-                    token_advantages=tokens if part is trajectory else None,
+                    token_advantages=credit.token_advantages if part is trajectory else None,
                 )
             )
     return sequences
-
-
-def _turn_token_advantages(
-    clean: list[Trajectory], gamma: float, std_normalize: bool, positions: bool
-) -> list[list[float]]:
-    """Each trajectory's per-token advantages from its turns' returns (rlve.algorithms.
-    turn_credit); the rubric's reward is the episode's, its turn rewards say when it was
-    earned. With `positions` a turn's position is the token ids before it."""
-    returns = []
-    for t in clean:
-        earned = t.turn_rewards or [0.0] * len(t.turn_spans)
-        if len(earned) != len(t.turn_spans):
-            raise ValueError(f"a trajectory of {t.env_name} has {len(t.turn_spans)} sampled turns "
-                             f"but {len(earned)} turn rewards")  # fmt: skip
-        returns.append(turn_returns(earned, t.trained_reward, gamma))
-    keys = None
-    if positions:
-        keys = [[tuple(t.token_ids[:start]) for start, _ in t.turn_spans] for t in clean]
-    per_turn = turn_advantages(returns, std_normalize=std_normalize, positions=keys)
-    return [
-        token_advantages(len(t.token_ids), t.turn_spans, advantages)
-        for t, advantages in zip(clean, per_turn, strict=True)
-    ]

@@ -1,4 +1,4 @@
-"""Group advantages on rewards whose mean and std can be checked by hand."""
+"""Group advantages and credit on rewards whose means and stds can be checked by hand."""
 
 import math
 
@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from rlve.algorithms import group_advantages
+from rlve.algorithms.credit import assign_credit
+from rlve.types import Trajectory
 
 
 def test_centered_and_std_normalized_by_hand():
@@ -89,3 +91,27 @@ def test_lr_schedule_by_hand():
     assert lr_multiplier(7, **constant) == 1.0
     with pytest.raises(ValueError, match="schedule must be one of"):
         lr_multiplier(0, schedule="linear", warmup_steps=0, max_steps=1, min_lr_ratio=0.0)
+
+
+def _episode(reward: float, turn_rewards: list[float] | None = None) -> Trajectory:
+    """Seven tokens: a two-token prompt, turn one at 2-3, a reply at 4, turn two at 5-6."""
+    return Trajectory(prompt=[], completion=[], token_ids=[1, 2, 3, 4, 5, 6, 7],
+                      loss_mask=[0, 0, 1, 1, 0, 1, 1], turn_spans=[(2, 4), (5, 7)],
+                      reward=reward, turn_rewards=turn_rewards or [])  # fmt: skip
+
+
+def test_whole_episode_credit_is_the_reward_against_the_roster_mean():
+    credits = assign_credit([_episode(1.0), _episode(0.0)], std_normalize=False)
+    assert [c.advantage for c in credits] == [0.5, -0.5]
+    assert [c.token_advantages for c in credits] == [None, None]
+
+
+def test_per_turn_credit_puts_each_turn_s_return_against_the_other_rollouts_turns():
+    # gamma 0: a turn's return is what it earned; what the turns do not claim (the reward minus
+    # their sum) is earned at the last turn. Returns: rollout 0 (0.2, 1.0 - 0.2 = 0.8), rollout 1
+    # (-0.2, 0.0 + 0.2 = 0.2); turn means 0.0 and 0.5, so turn advantages (0.2, 0.3), (-0.2, -0.3).
+    rollouts = [_episode(1.0, [0.2, 0.0]), _episode(0.0, [-0.2, 0.0])]
+    credits = assign_credit(rollouts, std_normalize=False, turn_gamma=0.0)
+    assert [c.advantage for c in credits] == [0.5, -0.5]
+    assert credits[0].token_advantages == pytest.approx([0, 0, 0.2, 0.2, 0, 0.3, 0.3])
+    assert credits[1].token_advantages == pytest.approx([0, 0, -0.2, -0.2, 0, -0.3, -0.3])
