@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from rlve.envs.tictactoe.game import (
     EMPTY,
@@ -228,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--max-tokens", type=int, default=128, help="most tokens per answer")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log-dir", type=Path, default=Path("runs/play"),
+                        help="where a vLLM engine writes its log (vllm.log)")  # fmt: skip
     parser.add_argument("--hide-thinking", action="store_true", help="don't show <think> text")
     parser.add_argument("--rules", choices=sorted(SYSTEM_PROMPTS), default="full",
                         help="the system prompt it learned with (make recipe: short)")  # fmt: skip
@@ -261,12 +263,10 @@ async def play_session(engine: Engine, settings: PlaySettings, input_fn: InputFn
 def main(argv: list[str] | None = None, input_fn: InputFn = input,
          print_fn: PrintFn = print) -> dict[str, int]:  # fmt: skip
     """Parse the flags, start the engine, play until the human stops."""
-    from rlve.cli.eval import UsageError, build_engine, close_engine
+    from rlve.cli.eval import UsageError, build_engine, close_engine, engine_kind
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    # vLLM's start-up and request logs would bury the board; warnings still show
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens)
         settings = PlaySettings(
@@ -278,9 +278,12 @@ def main(argv: list[str] | None = None, input_fn: InputFn = input,
             rules=args.rules,
             board=args.board,
         )
-        engine = build_engine(args)
+        # vLLM's start-up lines (hundreds with a float32 checkpoint) would bury the board
+        engine = build_engine(args, log_dir=args.log_dir)
     except (UsageError, ValueError) as exc:
         parser.error(str(exc))
+    if engine_kind(args) == "vllm":
+        print_fn(f"(vLLM's log: {args.log_dir / 'vllm.log'})")
 
     async def session() -> dict[str, int]:
         try:

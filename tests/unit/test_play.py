@@ -192,3 +192,18 @@ async def test_escape_sequences_in_the_models_text_are_shown_not_sent_to_the_ter
     thoughts = [line for line in terminal.shown if line.startswith("X thinks")]
     assert thoughts[0] == r"X thinks: \x1b]52;c;ZWNobyBwd25lZA==\x07mine\u202e\x1b[2J"
     assert not any("\x1b" in line or "\u202e" in line for line in terminal.shown)
+
+
+def test_a_vllm_engine_logs_to_a_file_not_over_the_board(monkeypatch, tmp_path):
+    # the engine is stood in for: what is checked is where main asks a vLLM engine to log
+    asked = {}
+
+    def build_engine(args, log_dir=None):
+        asked["log_dir"] = log_dir
+        return ScriptedEngine(minimax_lowest)
+
+    monkeypatch.setattr("rlve.cli.eval.build_engine", build_engine)
+    terminal = Terminal(["q"])
+    main(["--model", "tiny", "--log-dir", str(tmp_path)], terminal.input, terminal.print)
+    assert asked["log_dir"] == tmp_path
+    assert terminal.shown[0] == f"(vLLM's log: {tmp_path / 'vllm.log'})"
