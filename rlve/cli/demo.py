@@ -17,6 +17,7 @@ from pathlib import Path
 
 import rlve
 from rlve.cli.recipe import DEMO, run
+from rlve.cli.stage_clock import stage
 from rlve.envs.tictactoe import minimax_policy, noisy_minimax_policy, random_policy
 from rlve.rollout import ScriptedEngine
 
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     print(f"\n== The recipe, one seed: SFT of {size.model} on a noisy teacher's games, then "
           f"{size.rl_steps} CISPO steps through vLLM on the CPU")  # fmt: skip
-    run(out, size, [args.seed])
+    with stage("the recipe, in all"):
+        run(out, size, [args.seed])
     run_dir = out / "cispo" / f"seed{args.seed}"
     print(f"\nSFT model:   {out / 'sft_model'}")
     print(f"RL model:    {run_dir / 'model'}")

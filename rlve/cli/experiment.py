@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlve.cli.stage_clock import stage
+
 Scores = dict[str, float]
 """what an evaluation measured: a flat name -> number dict"""
 
@@ -129,13 +131,20 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
 
     def before_first_step(trainer, engine) -> None:
         if "before" not in scores:
-            scores["before"] = experiment.score(engine, config, seed)
+            with stage(f"{arm.name}, seed {seed}: scoring the start"):
+                scores["before"] = experiment.score(engine, config, seed)
             started = {"settings": settings, "before": scores["before"]}
             write_text_atomically(started_file, json.dumps(started, indent=1))
 
     def after_step(step, trainer, engine, metrics) -> None:
         if step == config.trainer.max_steps:
-            scores["after"] = experiment.score(engine, config, seed)
+            print(
+                f"-- {arm.name}, seed {seed}: {step} steps trained, "
+                f"{(time.perf_counter() - began) / 60:.1f} min since the start",
+                flush=True,
+            )
+            with stage(f"{arm.name}, seed {seed}: scoring the trained model"):
+                scores["after"] = experiment.score(engine, config, seed)
 
     train(config, on_step=after_step, on_start=before_first_step)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -176,7 +185,10 @@ def run_experiment(
     results = []
     for seed in seeds:
         print(f"\n== seed {seed}", flush=True)
-        model = experiment.start(out, seed) if train else None
+        model = None
+        if train:
+            with stage(f"seed {seed}: the starting model"):
+                model = experiment.start(out, seed)
         for arm in experiment.arms:
             run_dir = out / arm.name / f"seed{seed}"
             if train:

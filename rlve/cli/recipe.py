@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
+from rlve.cli.stage_clock import stage
 
 STAGE_NAMES = {"teacher": "teacher", "sft": "SFT student", "rl": "RL student"}
 OPPONENTS = {"optimal": 0.0, "random": 1.0}
@@ -346,7 +347,8 @@ def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("c
 
     # "auto" made concrete, so the stored settings say which dtype the results ran in
     size = replace(size, dtype=resolve_dtype(size.dtype, TrainerConfig().device))
-    teacher = teacher_scores(out, size)
+    with stage("the teacher's evaluation"):
+        teacher = teacher_scores(out, size)
     print_stage(f"teacher (minimax, {size.teacher_noise:.0%} noise)", teacher)
 
     def table(results: list[RunResult]) -> str:
