@@ -1,23 +1,31 @@
-"""The README's Python examples run and give the numbers the README shows."""
+"""The Python examples of the README and the environment guide run and give the numbers they
+show (a line `expression  # value` is checked)."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = ["README.md", "docs/environments.md"]
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+def python_blocks(document: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", document.read_text(), re.DOTALL)
 
 
-def test_readme_examples_run_and_their_commented_values_hold():
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_examples_run_and_their_commented_values_hold(name):
+    document = ROOT / name
+    blocks = python_blocks(document)
+    assert blocks, f"{name} has no python example"
     namespace: dict = {}
-    for block in python_blocks():
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
+    checked = 0
+    for block in blocks:
+        exec(compile(block, str(document), "exec"), namespace)  # noqa: S102 - our own docs
         for line in block.splitlines():
             match = re.match(r"^(result\.summary\[[^\]]+\])\s+# ([-\d.]+)$", line)
             if match:
                 assert eval(match.group(1), namespace) == pytest.approx(float(match.group(2)))
-    assert "env" in namespace and "result" in namespace
+                checked += 1
+    assert checked, f"{name}: no `result.summary[...]  # value` line was checked"
