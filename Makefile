@@ -42,12 +42,12 @@ curriculum: setup
 	$(PY) -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum
 
 lint: setup
-	$(VENV)/bin/ruff format --check rlve tests scripts
-	$(VENV)/bin/ruff check rlve tests scripts
+	$(VENV)/bin/ruff format --check rlve tests scripts examples
+	$(VENV)/bin/ruff check rlve tests scripts examples
 
 format: setup
-	$(VENV)/bin/ruff format rlve tests scripts
-	$(VENV)/bin/ruff check --fix rlve tests scripts
+	$(VENV)/bin/ruff format rlve tests scripts examples
+	$(VENV)/bin/ruff check --fix rlve tests scripts examples
 
 test: lint
 	$(PY) -m pytest -m "not gpu" -q
