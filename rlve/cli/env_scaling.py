@@ -1,0 +1,216 @@
+"""RLVE's environment scaling at laptop scale: screen the environments, then split them.
+
+    python -m rlve.cli.env_scaling screen --limit 40    # the starting model on each candidate
+    python -m rlve.cli.env_scaling split                # held-out list and nested collections
+
+1. **The starting model**: SmolLM2-135M-Instruct after a short SFT on the `<answer>` contract,
+   on reference answers of FORMAT_ENVS only. Those are never candidates, so no warm-up data
+   comes from a held-out environment, and the warm-up is the same for every arm.
+2. **Screening**: for each candidate (every environment of the three families but FORMAT_ENVS,
+   in an order shuffled once with SCREEN_SEED, so that `--limit` screens a random subset), the
+   starting model's accuracy and format at levels 0-2 on SCREEN_PROBLEMS fresh problems each,
+   at the training temperature. A candidate is kept when it has something to learn: accuracy
+   above 0 at some level and below 1 at some level. Prompts longer than MAX_PROMPT_TOKENS and
+   generators that fail are recorded with the reason and not kept. One record per environment
+   in `screening.json`, written after each one, so a stopped screening resumes.
+3. **The split**: rlve.curriculum.env_split on the kept pool (every HELD_OUT_EVERY-th of each
+   family held out, SPLIT_SEED), written to `split.json` with the collections of COLLECTION_SIZES
+   that the pool fills. It is made once, before any training run, and not changed after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rlve.curriculum.env_split import EnvSplit, split_environments
+
+MODEL = "smollm2-135m"
+FORMAT_ENVS = ("rlve/sorting", "rlve/multiplication")
+"""the warm-up's environments: they teach the answer contract and are never candidates"""
+FORMAT_LEVELS = (0, 1)
+FORMAT_PER_LEVEL = 48
+FORMAT_STEPS = 24
+FORMAT_BATCH = 8
+FORMAT_LR = 1e-5
+SCREEN_LEVELS = (0, 1, 2)
+SCREEN_PROBLEMS = 16
+"""problems per level: a share of 0 or 1 in 16 is a 95% bound of about 0.2"""
+SCREEN_SEED = 46_000
+"""seed of the screening problems and of the candidates' order; no training run draws from it"""
+TEMPERATURE = 1.0
+MAX_TOKENS = 256
+MAX_PROMPT_TOKENS = 768
+"""a longer prompt leaves too little of a 1,024-token context for a 135M model's answer"""
+SPLIT_SEED = 46
+HELD_OUT_EVERY = 4
+COLLECTION_SIZES = (1, 4, 16, 64)
+
+
+@dataclass
+class Screening:
+    """What the starting model did on one candidate environment."""
+
+    name: str
+    accuracy: dict[str, float]
+    """level -> share of problems answered correctly (empty when not measured)"""
+    format: dict[str, float]
+    """level -> share of answers in the `<answer>` format"""
+    prompt_tokens: int = 0
+    """the longest screening prompt, in the model's chat format"""
+    problem: str | None = None
+    """why the environment was not measured (a failing generator, a prompt too long)"""
+
+    @property
+    def learnable(self) -> bool:
+        """Measured, right somewhere, and wrong somewhere: there is something to learn."""
+        values = list(self.accuracy.values())
+        return self.problem is None and bool(values) and max(values) > 0 and min(values) < 1
+
+
+def candidates() -> list[str]:
+    """Every environment of the three families but FORMAT_ENVS, in the screening order."""
+    from rlve.envs.gym.sources import gym_families
+
+    names = sorted(n for _, listed, _ in gym_families() for n in listed() if n not in FORMAT_ENVS)
+    random.Random(SCREEN_SEED).shuffle(names)
+    return names
+
+
+def read_screening(path: Path) -> dict[str, Screening]:
+    if not path.exists():
+        return {}
+    return {r["name"]: Screening(**r) for r in json.loads(path.read_text())}
+
+
+def write_screening(path: Path, records: dict[str, Screening]) -> None:
+    from rlve.rollout.records import write_text_atomically
+
+    rows = [asdict(records[name]) for name in sorted(records)]
+    write_text_atomically(path, json.dumps(rows, indent=1) + "\n")
+
+
+def screen_one(name: str, engine, tokenizer) -> Screening:
+    """The starting model's accuracy and format on `name` at each of SCREEN_LEVELS."""
+    from rlve.envs import load_environment
+    from rlve.evaluation import evaluate
+    from rlve.inference.engine import SamplingConfig
+
+    sampling = SamplingConfig(temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
+    accuracy, formats, longest = {}, {}, 0
+    for level in SCREEN_LEVELS:
+        try:
+            env = load_environment(name, num_examples=SCREEN_PROBLEMS, seed=SCREEN_SEED,
+                                   difficulties=[level])  # fmt: skip
+            prompts = [env.example(i).prompt for i in range(SCREEN_PROBLEMS)]
+        except Exception as exc:  # a generator that fails is the environment's, not the run's
+            return Screening(name, {}, {}, longest, f"level {level}: {type(exc).__name__}: {exc}")
+        for prompt in prompts:
+            text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+            longest = max(longest, len(tokenizer(text)["input_ids"]))
+        if longest > MAX_PROMPT_TOKENS:
+            return Screening(name, {}, {}, longest, f"a prompt of {longest} tokens")
+        summary = evaluate(
+            env, engine, SCREEN_PROBLEMS, seed=SCREEN_SEED, sampling=sampling
+        ).summary
+        accuracy[str(level)] = summary.get("reward/accuracy", 0.0)
+        formats[str(level)] = summary.get("reward/format_score", 0.0)
+    return Screening(name, accuracy, formats, longest)
+
+
+def screen(out: Path, engine, tokenizer, names: list[str]) -> dict[str, Screening]:
+    """Screens each of `names` not yet in `out/screening.json`, saving after each one."""
+    from rlve.rollout.progress import progress_bar
+
+    path = out / "screening.json"
+    records = read_screening(path)
+    todo = [name for name in names if name not in records]
+    for name in progress_bar(iterable=todo, desc="screening"):
+        records[name] = screen_one(name, engine, tokenizer)
+        write_screening(path, records)
+    return records
+
+
+def format_model(out: Path) -> Path:
+    """The starting model: SFT of MODEL on FORMAT_ENVS' reference answers (made once)."""
+    from rlve.config import TrainerConfig
+    from rlve.envs import load_environment
+    from rlve.models import load_tokenizer
+    from rlve.training.sft import reference_answer_data, sft_warmup
+
+    path = out / "format_model"
+    if (path / "config.json").exists():
+        return path
+    tokenizer = load_tokenizer(MODEL)
+    data = []
+    for name in FORMAT_ENVS:
+        env = load_environment(name, num_examples=1)
+        data += reference_answer_data(env, tokenizer, FORMAT_LEVELS, FORMAT_PER_LEVEL, seed=1)
+    config = TrainerConfig(model=MODEL, lr=FORMAT_LR, max_steps=FORMAT_STEPS)
+    path, losses = sft_warmup(data, config, path, batch_size=FORMAT_BATCH)
+    print(f"format warm-up on {len(data)} answers of {', '.join(FORMAT_ENVS)}: loss "
+          f"{losses[0]:.3f} -> {losses[-1]:.3f}; model: {path}")  # fmt: skip
+    return path
+
+
+def make_split(records: dict[str, Screening]) -> tuple[EnvSplit, dict]:
+    """The split of the kept pool, and what `split.json` stores."""
+    pool = sorted(name for name, record in records.items() if record.learnable)
+    split = split_environments(pool, seed=SPLIT_SEED, every=HELD_OUT_EVERY)
+    sizes = split.sizes(COLLECTION_SIZES)
+    stored = {
+        "rule": {"seed": SPLIT_SEED, "every": HELD_OUT_EVERY, "screened": len(records),
+                 "kept": len(pool)},
+        "format_envs": list(FORMAT_ENVS),
+        "held_out": split.held_out,
+        "collections": {str(n): split.collection(n) for n in sizes},
+    }  # fmt: skip
+    return split, stored
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("stage", choices=("screen", "split"))
+    parser.add_argument("--out", type=Path, default=Path("runs/env_scaling"))
+    parser.add_argument("--results", type=Path, default=Path("docs/results/env_scaling"),
+                        help="where screening.json and split.json are kept")  # fmt: skip
+    parser.add_argument("--limit", type=int, help="screen the first N candidates only")
+    args = parser.parse_args(argv)
+    args.results.mkdir(parents=True, exist_ok=True)
+    if args.stage == "split":
+        records = read_screening(args.results / "screening.json")
+        if not records:
+            parser.error(f"no screening in {args.results}: run the screen stage first")
+        split, stored = make_split(records)
+        from rlve.rollout.records import write_text_atomically
+
+        write_text_atomically(args.results / "split.json", json.dumps(stored, indent=1) + "\n")
+        sizes = list(stored["collections"])
+        print(f"{len(records)} screened, {stored['rule']['kept']} kept: "
+              f"{len(split.held_out)} held out, collections of {sizes}")  # fmt: skip
+        return
+    from rlve.config import InferenceConfig
+    from rlve.inference.vllm_engine import VLLMEngine
+    from rlve.inference.vllm_logs import send_vllm_logs_to
+    from rlve.models import load_tokenizer
+
+    model = format_model(args.out)
+    tokenizer = load_tokenizer(str(model))
+    send_vllm_logs_to(args.out)
+    engine = VLLMEngine(str(model), tokenizer, InferenceConfig(max_model_len=1024))
+    names = candidates()[: args.limit]
+    try:
+        records = screen(args.results, engine, tokenizer, names)
+    finally:
+        engine.shutdown()
+    kept = sum(records[n].learnable for n in names)
+    print(f"screened {len(names)} candidates: {kept} have something to learn")
+
+
+if __name__ == "__main__":  # vLLM and the verifier pool start processes that re-import this file
+    main()
