@@ -104,6 +104,22 @@ async def test_missing_answer_is_a_format_failure(sorting_env):
     assert metrics["reward/format_score"] == 0.0 and metrics["reward/accuracy"] == 0.0
 
 
+async def test_the_binary_reward_pays_only_a_correct_answer():
+    env = VerifiableSingleTurnEnv(SortingEnv(), num_examples=1, difficulties=[0], sandbox=False,
+                                  reward="binary")  # fmt: skip
+    example = env.example(0)
+    low, middle, high = example.answer.split()
+    honest = await score(env, example, f"<answer>{example.answer}</answer>")
+    assert honest["reward"] == 1.0
+    near_miss = f"<answer>{high} {middle} {low}</answer>"  # shaped: 1/243
+    cheats = [near_miss, example.answer, "", "<answer></answer>", "<answer>" + "9 " * 10_000]
+    for text in cheats:  # wrong, unformatted, empty, stalled, flooded: all 0, none below
+        metrics = await score(env, example, text)
+        assert metrics["reward"] == 0.0, text[:40]
+    with pytest.raises(ValueError, match=r"reward must be one of \['shaped', 'binary'\]"):
+        VerifiableSingleTurnEnv(SortingEnv(), num_examples=1, sandbox=False, reward="dense")
+
+
 def test_same_seed_and_difficulty_give_the_same_problem():
     env = VerifiableSingleTurnEnv(TicTacToeBestMoveEnv(), num_examples=1, sandbox=False)
     first, again = env.make_example(11, 1), env.make_example(11, 1)

@@ -125,11 +125,19 @@ def _verdict_from_call(env: VerifiableEnv, result: CallResult) -> tuple[Verdict,
     return env.format_failure(f"verifier {result.kind}: {result.error}"), result.kind
 
 
+REWARDS = {
+    "shaped": "the verifier's reward in [-1, 1]: partial credit, -1 for a missing answer",
+    "binary": "1 when the verifier counts the answer correct, else 0 (RLVE's own default)",
+}
+"""what `verified_reward` pays, by the environment argument `reward`"""
+
+
 class VerifiableSingleTurnEnv(SingleTurnEnv):
     """A verifiable environment behind the rlve environment API.
 
-    Rubric: `verified_reward` (weight 1, the verifier's reward), `accuracy` and `format`
-    (weight 0, metrics only); `episode_metrics` adds `verify/timeouts|crashes|errors`.
+    Rubric: `verified_reward` (weight 1, the verifier's reward, or its accuracy with
+    `reward="binary"`: REWARDS), `accuracy` and `format` (weight 0, metrics only);
+    `episode_metrics` adds `verify/timeouts|crashes|errors`.
     `sandbox=False` verifies in this process (for trusted verifiers in tests: no time limit).
     """
 
@@ -144,8 +152,12 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
         verify_pool: VerifierPool | None = None,
         generate_pool: VerifierPool | None = None,
         max_tokens: int = 4096,
+        reward: str = "shaped",
     ):
         require_int("num_examples", num_examples, 1)
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
+        self.reward = reward
         if not difficulties or any(not isinstance(d, int) or d < 0 for d in difficulties):
             raise ValueError(f"difficulties must be integers >= 0, got {difficulties!r}")
         self.verifiable = verifiable
@@ -233,6 +245,8 @@ class VerifiableSingleTurnEnv(SingleTurnEnv):
             state["verdict"], state["verify_failure"] = verdict, kind
             if kind != "ok":
                 state["verifier_error"] = verdict.detail
+        if self.reward == "binary":
+            return [float(verdict.accuracy) for verdict, _ in outcomes]
         return [verdict.reward for verdict, _ in outcomes]
 
     def accuracy(self, trajectory: Trajectory) -> float:
