@@ -2,6 +2,7 @@
 
     python -m rlve.cli.env_scaling screen --limit 40    # the starting model on each candidate
     python -m rlve.cli.env_scaling split                # held-out list and nested collections
+    python -m rlve.cli.env_scaling run --seeds 0 1 2    # one arm per collection, over seeds
 
 1. **The starting model**: SmolLM2-135M-Instruct after a short SFT on the `<answer>` contract,
    on reference answers of FORMAT_ENVS only. Those are never candidates, so no warm-up data
@@ -16,6 +17,13 @@
 3. **The split**: rlve.curriculum.env_split on the kept pool (every HELD_OUT_EVERY-th of each
    family held out, SPLIT_SEED), written to `split.json` with the collections of COLLECTION_SIZES
    that the pool fills. It is made once, before any training run, and not changed after.
+4. **The arms**: `+experiment=env_scaling` from the starting model, one arm per collection (C1,
+   C4, ...), the same steps and rollouts in each; the reward is the verifiers' shaped one or
+   binary accuracy (`--reward`). Each run is scored before its first step, after every
+   SCORE_EVERY steps and after its last: held-out accuracy (the mean over every held-out
+   environment at EVAL_LEVELS, EVAL_PROBLEMS fresh problems each, the same for every run) and
+   in-distribution accuracy (the same on the first ID_ENVS environments of the arm's own
+   collection). Finished runs are skipped when the command is started again.
 """
 
 from __future__ import annotations
@@ -48,6 +56,13 @@ MAX_PROMPT_TOKENS = 768
 SPLIT_SEED = 46
 HELD_OUT_EVERY = 4
 COLLECTION_SIZES = (1, 4, 16, 64)
+EVAL_LEVELS = (0, 1)
+EVAL_PROBLEMS = 8
+"""problems per environment and level of an evaluation"""
+EVAL_SEED = 46_500
+ID_ENVS = 8
+"""in-distribution accuracy is taken on at most this many of the arm's environments"""
+SCORE_EVERY = 4
 
 
 @dataclass
@@ -171,17 +186,79 @@ def make_split(records: dict[str, Screening]) -> tuple[EnvSplit, dict]:
     return split, stored
 
 
+def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> float:
+    """Mean accuracy over `names` x EVAL_LEVELS, EVAL_PROBLEMS problems each from EVAL_SEED."""
+    from rlve.envs import load_environment
+    from rlve.evaluation import evaluate
+    from rlve.inference.engine import SamplingConfig
+
+    sampling = SamplingConfig(temperature=TEMPERATURE, max_tokens=max_tokens)
+    values = []
+    for name in names:
+        for level in EVAL_LEVELS:
+            env = load_environment(name, num_examples=EVAL_PROBLEMS, seed=EVAL_SEED,
+                                   difficulties=[level])  # fmt: skip
+            summary = evaluate(env, engine, EVAL_PROBLEMS, seed=seed, sampling=sampling).summary
+            values.append(summary.get("reward/accuracy", 0.0))
+    return sum(values) / len(values)
+
+
+def experiment(stored: dict, reward: str):
+    """One arm per collection of `stored` (split.json), each scored on the held-out list."""
+    from rlve.cli.experiment import Arm, Experiment
+
+    def score(engine, config, seed: int) -> dict[str, float]:
+        max_tokens = config.rollout.max_tokens
+        return {
+            "held-out accuracy": accuracy_over(stored["held_out"], engine, max_tokens, seed),
+            "in-distribution accuracy": accuracy_over(
+                list(config.env.names[:ID_ENVS]), engine, max_tokens, seed
+            ),
+        }
+
+    arms = [
+        Arm(f"C{size}", ("+experiment=env_scaling", f"env.names=[{','.join(names)}]",
+                         f"+env.default_args.reward={reward}", "logging.wandb_mode=disabled"))
+        for size, names in stored["collections"].items()
+    ]  # fmt: skip
+    settings = {"eval": [EVAL_LEVELS, EVAL_PROBLEMS, EVAL_SEED, ID_ENVS], "reward": reward,
+                "format": [FORMAT_ENVS, FORMAT_LEVELS, FORMAT_PER_LEVEL, FORMAT_STEPS]}  # fmt: skip
+    return Experiment(
+        name=f"env_scaling_{reward}",
+        arms=arms,
+        start=lambda out, seed: format_model(out),
+        score=score,
+        curves=["reward/mean", "reward/accuracy", "reward/format_score"],
+        settings=settings,
+        score_every=SCORE_EVERY,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("stage", choices=("screen", "split"))
+    parser.add_argument("stage", choices=("screen", "split", "run"))
     parser.add_argument("--out", type=Path, default=Path("runs/env_scaling"))
     parser.add_argument("--results", type=Path, default=Path("docs/results/env_scaling"),
                         help="where screening.json and split.json are kept")  # fmt: skip
     parser.add_argument("--limit", type=int, help="screen the first N candidates only")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--reward", choices=("shaped", "binary"), default="binary",
+                        help="what the arms train on (wrapper.REWARDS)")  # fmt: skip
     args = parser.parse_args(argv)
     args.results.mkdir(parents=True, exist_ok=True)
+    if args.stage == "run":
+        from rlve.cli.experiment import run_experiment, scores_table
+
+        split_file = args.results / "split.json"
+        if not split_file.exists():
+            parser.error(f"no {split_file}: run the screen and split stages first")
+        stored = json.loads(split_file.read_text())
+        results = run_experiment(experiment(stored, args.reward), args.out / args.reward,
+                                 args.seeds)  # fmt: skip
+        print(scores_table(results))
+        return
     if args.stage == "split":
         records = read_screening(args.results / "screening.json")
         if not records:

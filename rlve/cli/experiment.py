@@ -55,6 +55,8 @@ class Experiment:
     """numbers of a whole run read from its metrics rows (e.g. the mean effective prompt ratio)"""
     settings: dict[str, Any] = field(default_factory=dict)
     """whatever else decides a result (SFT sizes...): a result made with other settings is redone"""
+    score_every: int = 0
+    """also `score` after every this many steps, for a curve (0: only before and after)"""
 
 
 @dataclass
@@ -73,6 +75,8 @@ class RunResult:
     """wall-clock minutes of the last process that worked on it (a resumed run: since resuming)"""
     settings: dict[str, Any]
     """what decided it: the arm's overrides, the starting model, the experiment's settings"""
+    during: dict[str, Scores] = field(default_factory=dict)
+    """`score` after every `score_every`-th step before the last, by step ("3", "6", ...)"""
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
@@ -118,10 +122,14 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
         print(f"{arm.name}, seed {seed}: already done ({done})")
         return RunResult.load(done)
     scores: dict[str, Scores] = {}
+    during: dict[str, Scores] = {}
+    during_file = run_dir / "during.json"
     overrides = run_overrides(experiment, arm, model, seed, run_dir)
     config = load_run_config(overrides)
     if _resumable(run_dir, settings, config.trainer.max_steps):
         scores["before"] = json.loads(started_file.read_text())["before"]
+        if during_file.exists():  # the curve's points before the checkpoint resumed from
+            during = json.loads(during_file.read_text())
         overrides.append("resume=true")
         config = load_run_config(overrides)
     else:
@@ -145,12 +153,16 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
             )
             with stage(f"{arm.name}, seed {seed}: scoring the trained model"):
                 scores["after"] = experiment.score(engine, config, seed)
+        elif experiment.score_every and step % experiment.score_every == 0:
+            with stage(f"{arm.name}, seed {seed}: scoring after step {step}"):
+                during[str(step)] = experiment.score(engine, config, seed)
+            write_text_atomically(during_file, json.dumps(during, indent=1))
 
     train(config, on_step=after_step, on_start=before_first_step)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     result = RunResult(arm.name, seed, scores["before"], scores["after"],
                        experiment.from_metrics(rows), (time.perf_counter() - began) / 60,
-                       settings)  # fmt: skip
+                       settings, during)  # fmt: skip
     write_text_atomically(done, json.dumps(result.__dict__, indent=1))
     return result
 

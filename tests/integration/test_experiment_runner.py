@@ -73,7 +73,8 @@ def test_arms_over_seeds_are_scored_tabled_plotted_and_not_redone(tmp_path):
 @pytest.mark.slow
 def test_a_run_killed_part_way_resumes_with_the_scores_it_took_first(tmp_path):
     """SIGKILL at step 3 of 4 (a checkpoint at step 2): started again, the run goes on from
-    step 2, keeps its first scores, and its metrics are those of a run never stopped."""
+    step 2, keeps its first scores and its curve's points, and its metrics are those of a run
+    never stopped."""
     script = ("import sys; from pathlib import Path; from test_experiment_runner import toy; "
               "toy(Path(sys.argv[1]), 4)")  # fmt: skip
     env = {**os.environ, "RLVE_KILL_AT": "rollout@3",
@@ -88,11 +89,15 @@ def test_a_run_killed_part_way_resumes_with_the_scores_it_took_first(tmp_path):
     whole = toy(tmp_path / "whole", 4)
     assert resumed[0].before == first
     assert resumed[0].after == whole[0].after
+    # the curve: scored after steps 1 and 2 before the kill, after 3 once resumed
+    assert list(resumed[0].during) == ["1", "2", "3"]
+    assert resumed[0].during == whole[0].during
     assert metrics(run_dir) == metrics(tmp_path / "whole" / "a" / "seed0")
 
 
 def toy(out, steps: int):
-    """One arm, one seed, `save_every` 2."""
+    """One arm, one seed, `save_every` 2, scored after every step."""
     one_arm = experiment(steps, [])
+    one_arm.score_every = 1
     one_arm.arms = [Arm("a", (*one_arm.arms[0].overrides, "save_every=2"))]
     return run_experiment(one_arm, out, [0])

@@ -90,3 +90,15 @@ def test_a_wrong_but_well_formed_policy_is_measured_at_each_level_and_not_kept()
     assert record.accuracy == {"0": 0.0, "1": 0.0, "2": 0.0}
     assert record.format == {"0": 1.0, "1": 1.0, "2": 1.0}
     assert not record.learnable
+
+
+def test_each_arm_trains_on_its_collection_and_is_scored_on_the_held_out_list():
+    from rlve.train import load_run_config
+
+    _, stored = make_split({n: Screening(n, {"0": 0.5}, {}) for n in POOL})
+    arms = env_scaling.experiment(stored, "binary").arms
+    assert [arm.name for arm in arms] == ["C1", "C4", "C16"]
+    config = load_run_config(list(arms[1].overrides))
+    assert config.env.names == stored["collections"]["4"]
+    assert config.env.default_args["reward"] == "binary"
+    assert not set(config.env.names) & set(stored["held_out"])
