@@ -123,7 +123,7 @@ ARMS = {
         "+env.args.tictactoe.regret_penalty=1.0",
     ),
 }
-"""the RL arms (issue 29), each the recipe's CISPO run plus these overrides:
+"""the RL arms, each the recipe's CISPO run plus these overrides:
 - cispo: every token gets its game's advantage (the recipe);
 - turn: each move gets the advantage of its own return, and a mistake (a move that gives up a
   won or drawn result, `game.mistake_kind`) costs 0.25 at the move that made it, half a draw;
