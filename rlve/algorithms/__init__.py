@@ -13,6 +13,7 @@ from rlve.algorithms.loss_registry import LOSSES, LossTerms, find_loss, register
 from rlve.algorithms.losses import LossStats, policy_loss, token_mean
 from rlve.algorithms.overlong import overlong_penalty
 from rlve.algorithms.schedule import SCHEDULES, lr_multiplier
+from rlve.algorithms.sequence_losses import sequence_means  # and registers "gspo", "gmpo"
 
 __all__ = [
     "LOSSES",
@@ -30,5 +31,6 @@ __all__ = [
     "overlong_penalty",
     "policy_loss",
     "register_loss",
+    "sequence_means",
     "token_mean",
 ]

@@ -109,7 +109,8 @@ class TrainerConfig:
     once for the whole micro-batch; >= 1"""
 
     loss: str = "cispo"
-    """policy loss: "grpo", "dapo", "cispo", or a loss of your own by import path
+    """policy loss: "grpo", "dapo", "cispo", "gspo", "gmpo" (sequence-level ratios; gmpo reads
+    eps_low / eps_high as bounds of the log-ratio), or a loss of your own by import path
     ("package.module:function", decorated with `rlve.algorithms.register_loss`)"""
     old_logprobs: str = "recompute"
     """the behaviour policy of the ratio r = pi_theta / pi_old: "sampler" (vLLM's log-probs of

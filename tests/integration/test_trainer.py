@@ -90,7 +90,7 @@ def test_sft_accepts_trajectories_and_rejects_an_all_masked_batch():
         trainer.sft_step([(PROMPT, [0] * len(PROMPT))])
 
 
-@pytest.mark.parametrize("loss", ["dapo", "cispo", "grpo"])
+@pytest.mark.parametrize("loss", ["dapo", "cispo", "grpo", "gspo", "gmpo"])
 def test_gradient_accumulation_equals_one_big_batch(loss):
     # 8 sequences of 8 tokens: one micro-batch of 8 rows (budget 64) vs 8 micro-batches of 1.
     # With the usual eps, Adam's first step is about lr * sign(g): blind to the gradient's scale
@@ -122,7 +122,7 @@ def uneven_group():
     return RolloutGroup(example_id=0, env_name="test", trajectories=trajectories)
 
 
-@pytest.mark.parametrize("loss", ["cispo", "grpo"])
+@pytest.mark.parametrize("loss", ["cispo", "grpo", "gspo"])
 def test_a_packed_step_is_the_padded_step_without_the_padding(loss):
     # Padded: one micro-batch of 4 rows x 45 = 180 positions for 84 tokens (padded_frac 96/180).
     # Packed: one row of 45 + 25 + 8 + 6 = 84 tokens, attended one sequence at a time

@@ -13,6 +13,8 @@ def test_the_builtins_declare_their_aggregation_and_arguments():
         "grpo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
         "dapo": ("token", ("eps_low", "eps_high", "num_tokens")),
         "cispo": ("token", ("is_cap", "num_tokens")),
+        "gspo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
+        "gmpo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
     }
     assert find_loss("cispo") is LOSSES["cispo"]
     assert find_loss("rlve.algorithms.losses:cispo_loss") is LOSSES["cispo"]

@@ -218,8 +218,52 @@ def test_no_sampler_logp_gives_neutral_stats():
 # ---------------------------------------------------------------------------------------------
 
 
+def naive_weight(old, sampler, b, t, tis_cap, tis_mode) -> float:
+    """The sampler correction's weight of one token, from python floats."""
+    if tis_cap is None:
+        return 1.0
+    w = math.exp(float(old[b, t]) - float(sampler[b, t]))
+    return min(w, tis_cap) if tis_mode == "truncate" else float(1 / tis_cap <= w <= tis_cap)
+
+
+def naive_sequence_loss(kind, logp, old, advantages, mask, *, sampler, tis_cap, tis_mode, **hp):
+    """GSPO and GMPO one sequence at a time: its tokens' mean log-ratio (GMPO: each clipped in
+    log space by its own advantage's sign, a clipped one a constant), its mean advantage and
+    its mean correction weight."""
+    terms = []
+    for b in range(logp.shape[0]):
+        tokens = [t for t in range(logp.shape[1]) if mask[b, t]]
+        if not tokens:
+            continue
+        token_adv = [float(advantages[b] if advantages.dim() == 1 else advantages[b, t])
+                     for t in tokens]  # fmt: skip
+        a = sum(token_adv) / len(tokens)
+        weight = sum(naive_weight(old, sampler, b, t, tis_cap, tis_mode) for t in tokens)
+        weight /= len(tokens)
+        if kind == "gspo":
+            s = torch.exp(sum(logp[b, t] - old[b, t] for t in tokens) / len(tokens))
+            clipped = min(max(s.item(), 1 - hp["eps_low"]), 1 + hp["eps_high"])
+            term = -(s * a) if s.item() * a <= clipped * a else -clipped * a
+        else:
+            chosen = []
+            for t, token_a in zip(tokens, token_adv, strict=True):
+                log_ratio = logp[b, t] - old[b, t]
+                value = log_ratio.item()
+                if token_a >= 0 and value > hp["eps_high"]:
+                    log_ratio = logp.new_tensor(hp["eps_high"])
+                elif token_a < 0 and value < -hp["eps_low"]:
+                    log_ratio = logp.new_tensor(-hp["eps_low"])
+                chosen.append(log_ratio)
+            term = -a * torch.exp(sum(chosen) / len(tokens))
+        terms.append(weight * term)
+    return sum(terms) / len(terms)
+
+
 def naive_policy_loss(kind, logp, old, advantages, mask, *, sampler, tis_cap, tis_mode, **hp):
     """The spec written as python loops, one token at a time, branching on python floats."""
+    if kind in ("gspo", "gmpo"):
+        return naive_sequence_loss(kind, logp, old, advantages, mask, sampler=sampler,
+                                   tis_cap=tis_cap, tis_mode=tis_mode, **hp)  # fmt: skip
     batch, length = logp.shape
     sequence_sums, sequence_counts = [], []
     for b in range(batch):
@@ -236,14 +280,7 @@ def naive_policy_loss(kind, logp, old, advantages, mask, *, sampler, tis_cap, ti
                 clipped = min(max(r, 1 - hp["eps_low"]), 1 + hp["eps_high"])
                 # The min picks the unclipped term (gradient flows) or a constant (none).
                 term = -(ratio * a) if r * a <= clipped * a else -clipped * a
-            weight = 1.0
-            if tis_cap is not None:
-                w = math.exp(float(old[b, t]) - float(sampler[b, t]))
-                weight = (
-                    min(w, tis_cap)
-                    if tis_mode == "truncate"
-                    else float(1 / tis_cap <= w <= tis_cap)
-                )
+            weight = naive_weight(old, sampler, b, t, tis_cap, tis_mode)
             total, count = total + weight * term, count + 1
         sequence_sums.append(total)
         sequence_counts.append(count)
@@ -452,7 +489,8 @@ def test_k3_rejects_shape_mismatch():
     [
         (
             {"kind": "ppo"},
-            r"unknown loss 'ppo': use one of \['cispo', 'dapo', 'grpo'\] or an import path",
+            r"unknown loss 'ppo': use one of \['cispo', 'dapo', 'gmpo', 'grpo', 'gspo'\] or an "
+            "import path",
         ),
         ({"eps_low": 1.0}, r"eps_low must be in \[0, 1\), got 1.0"),
         ({"eps_low": -0.1}, r"eps_low must be in \[0, 1\), got -0.1"),
