@@ -6,8 +6,8 @@ with `@register_loss`, which says
 - its `aggregation`: "token" (a sum over trained tokens divided by the step's count, so the
   micro-batches of a step add up to one big batch) or "sequence" (a mean over this call's
   sequences: the trainer weights each micro-batch by its share of the step's sequences);
-- the hyper-parameters it `uses`, of `eps_low`, `eps_high`, `is_cap`, `num_tokens` and
-  `sequence_ids`: it is given those and no others.
+- the hyper-parameters it `uses`, of `eps_low`, `eps_high`, `is_cap`, `num_tokens`,
+  `sequence_ids` and `length_norm`: it is given those and no others.
 
 `trainer.loss` names a registered loss ("cispo") or a function by import path
 ("my_package.losses:my_loss"), which must itself be decorated:
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 AGGREGATIONS = ("token", "sequence")
-HYPERPARAMETERS = ("eps_low", "eps_high", "is_cap", "num_tokens", "sequence_ids")
+HYPERPARAMETERS = ("eps_low", "eps_high", "is_cap", "num_tokens", "sequence_ids", "length_norm")
 """what `policy_loss` can give a loss beyond the five tensors every loss takes"""
 
 

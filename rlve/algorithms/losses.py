@@ -221,6 +221,39 @@ def cispo_loss(
     return LossTerms(loss, torch.zeros_like(mask), clipped_high)
 
 
+@register_loss(
+    "dr_grpo", aggregation="sequence", uses=("eps_low", "eps_high", "length_norm", "sequence_ids")
+)
+def dr_grpo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    token_weight: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    length_norm: int,
+    sequence_ids: Tensor | None = None,
+) -> LossTerms:
+    """Dr. GRPO (Liu et al. 2025, Understanding R1-Zero-Like Training, section 3.2): GRPO's
+    clipped surrogate with each sequence's token losses summed and divided by a constant,
+    `length_norm`, instead of the sequence's own length, then averaged over sequences:
+
+        L = -1/G * sum_i 1/length_norm * sum_t min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)
+
+    so a token weighs the same in a short answer and a long one (GRPO's 1/|y_i| favours long
+    wrong answers and short right ones). Pair it with `std_normalize` off, as the paper does.
+    """
+    per_token, low, high = _clipped_surrogate(logp, old_logp, advantages, mask, eps_low, eps_high)
+    summed = torch.where(mask, per_token * token_weight, torch.zeros_like(per_token)).sum()
+    if sequence_ids is None:
+        sequences = (mask.sum(dim=1) > 0).sum()
+    else:
+        sequences = torch.unique(sequence_ids[mask]).numel()
+    return LossTerms(summed / (length_norm * max(int(sequences), 1)), low, high)
+
+
 # ---------------------------------------------------------------------------------------------
 # Entry point: validation, truncated importance sampling, stats
 # ---------------------------------------------------------------------------------------------
@@ -241,6 +274,7 @@ def policy_loss(
     tis_mode: TisMode = "truncate",
     num_tokens: int | None = None,
     sequence_ids: Tensor | None = None,
+    length_norm: int = 1024,
 ) -> tuple[Tensor, LossStats]:
     """The policy-gradient loss `kind` ("grpo", "dapo", "cispo", another registered name or an
     import path: `rlve.algorithms.loss_registry.find_loss`) and what it saw.
@@ -263,6 +297,7 @@ def policy_loss(
             so that gradient accumulation equals one big batch; None = mask.sum() of this call.
         sequence_ids: [B, T] long, the sequence of each token when rows are packed (several
             sequences per row, `rlve.algorithms.packed_rows.sequence_ids`); None: one per row.
+        length_norm: dr_grpo's constant in place of a sequence's length; >= 1.
 
     Returns:
         (loss, stats): the scalar loss to minimise and `LossStats`.
@@ -273,6 +308,8 @@ def policy_loss(
     """
     loss_fn = find_loss(kind)
     check_hyperparameters(eps_low, eps_high, is_cap, tis_cap, tis_mode, num_tokens)
+    if length_norm < 1:
+        raise ValueError(f"length_norm must be >= 1, got {length_norm}")
     if tis_cap is not None and sampler_logp is None:
         raise ValueError(f"tis_cap={tis_cap} needs sampler_logp (the sampler's log-probs)")
     mask, advantages = check_shapes(logp, old_logp, advantages, mask, sampler_logp)
@@ -304,6 +341,7 @@ def policy_loss(
         is_cap=is_cap,
         num_tokens=num_tokens,
         sequence_ids=sequence_ids,
+        length_norm=length_norm,
     )
     stats = _loss_stats(terms, mask, logp.detach(), old_logp, sampler_logp, tis_dropped)
     return terms.loss, stats

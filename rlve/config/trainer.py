@@ -109,9 +109,10 @@ class TrainerConfig:
     once for the whole micro-batch; >= 1"""
 
     loss: str = "cispo"
-    """policy loss: "grpo", "dapo", "cispo", "gspo", "gmpo" (sequence-level ratios; gmpo reads
-    eps_low / eps_high as bounds of the log-ratio), or a loss of your own by import path
-    ("package.module:function", decorated with `rlve.algorithms.register_loss`)"""
+    """policy loss: "grpo", "dapo", "cispo", "dr_grpo" (GRPO without the length bias), "gspo",
+    "gmpo" (sequence-level ratios; gmpo reads eps_low / eps_high as bounds of the log-ratio), or
+    a loss of your own by import path ("package.module:function", decorated with
+    `rlve.algorithms.register_loss`)"""
     old_logprobs: str = "recompute"
     """the behaviour policy of the ratio r = pi_theta / pi_old: "sampler" (vLLM's log-probs of
     the sampled tokens, so r also spans the weight lag of an async run; MiniMax-M1, prime-rl) or
@@ -133,6 +134,9 @@ class TrainerConfig:
     """upper clip range of grpo/dapo: ratio <= 1 + eps_high; >= 0"""
     is_cap: float = 5.0
     """cap on CISPO's importance weight (absolute); > 0"""
+    length_norm: int = 1024
+    """dr_grpo's constant in place of a sequence's length: each sequence's token losses are
+    summed and divided by it (the paper: the longest generation allowed); >= 1"""
     tis_cap: float | None = None
     """truncated importance sampling cap C against the sampler's log-probs; None = off; > 1"""
     tis_mode: str = "truncate"
@@ -198,6 +202,7 @@ class TrainerConfig:
             find_loss(self.loss)
         except ValueError as exc:
             raise ValueError(f"trainer.loss: {exc}") from None
+        require(self.length_norm >= 1, f"trainer.length_norm must be >= 1, got {self.length_norm}")
         check_hyperparameters(self.eps_low, self.eps_high, self.is_cap, self.tis_cap,
                               self.tis_mode, num_tokens=None)  # fmt: skip
         require_choice("old_logprobs", self.old_logprobs, OLD_LOGPROBS)

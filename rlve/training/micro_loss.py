@@ -29,6 +29,7 @@ def micro_batch_loss(
         sampler_logp=micro.sampler_logprobs, tis_cap=config.tis_cap,
         tis_mode=config.tis_mode, num_tokens=batch.num_loss_tokens,
         sequence_ids=sequence_ids(micro.position_ids) if packed else None,
+        length_norm=config.length_norm,
     )  # fmt: skip
     if find_loss(config.loss).aggregation == "sequence":  # weight by this share of sequences
         loss = loss * (len(micro.sequence_index) / batch.num_sequences)

@@ -90,7 +90,7 @@ def test_sft_accepts_trajectories_and_rejects_an_all_masked_batch():
         trainer.sft_step([(PROMPT, [0] * len(PROMPT))])
 
 
-@pytest.mark.parametrize("loss", ["dapo", "cispo", "grpo", "gspo", "gmpo"])
+@pytest.mark.parametrize("loss", ["dapo", "cispo", "grpo", "dr_grpo", "gspo", "gmpo"])
 def test_gradient_accumulation_equals_one_big_batch(loss):
     # 8 sequences of 8 tokens: one micro-batch of 8 rows (budget 64) vs 8 micro-batches of 1.
     # With the usual eps, Adam's first step is about lr * sign(g): blind to the gradient's scale

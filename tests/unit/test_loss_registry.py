@@ -13,6 +13,7 @@ def test_the_builtins_declare_their_aggregation_and_arguments():
         "grpo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
         "dapo": ("token", ("eps_low", "eps_high", "num_tokens")),
         "cispo": ("token", ("is_cap", "num_tokens")),
+        "dr_grpo": ("sequence", ("eps_low", "eps_high", "length_norm", "sequence_ids")),
         "gspo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
         "gmpo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
     }

@@ -287,6 +287,9 @@ def naive_policy_loss(kind, logp, old, advantages, mask, *, sampler, tis_cap, ti
     if kind == "grpo":
         means = [s / c for s, c in zip(sequence_sums, sequence_counts, strict=True) if c > 0]
         return sum(means) / len(means)
+    if kind == "dr_grpo":
+        sequences = sum(c > 0 for c in sequence_counts)
+        return sum(sequence_sums) / (sequences * hp["length_norm"])
     return sum(sequence_sums) / sum(sequence_counts)
 
 
@@ -313,7 +316,7 @@ def test_vectorised_matches_naive_loop(seed, kind, tis, per_token_advantages):
     logp, old, sampler, mask, seq_adv, token_adv = random_batch(seed)
     advantages = token_adv if per_token_advantages else seq_adv
     tis_mode, tis_cap = tis if tis else ("truncate", None)
-    hp = {"eps_low": 0.2, "eps_high": 0.28, "is_cap": 1.3}
+    hp = {"eps_low": 0.2, "eps_high": 0.28, "is_cap": 1.3, "length_norm": 6}
 
     fast_leaf = logp.clone().requires_grad_()
     fast, _ = policy_loss(
@@ -489,8 +492,8 @@ def test_k3_rejects_shape_mismatch():
     [
         (
             {"kind": "ppo"},
-            r"unknown loss 'ppo': use one of \['cispo', 'dapo', 'gmpo', 'grpo', 'gspo'\] or an "
-            "import path",
+            r"unknown loss 'ppo': use one of "
+            r"\['cispo', 'dapo', 'dr_grpo', 'gmpo', 'grpo', 'gspo'\] or an import path",
         ),
         ({"eps_low": 1.0}, r"eps_low must be in \[0, 1\), got 1.0"),
         ({"eps_low": -0.1}, r"eps_low must be in \[0, 1\), got -0.1"),
@@ -525,3 +528,22 @@ def test_bad_inputs_are_named(overrides, message):
     )
     with pytest.raises(ValueError, match=message):
         policy_loss(kind, logp, old, advantages, mask, **inputs)
+
+
+def test_dr_grpo_divides_each_sequence_by_a_constant_not_its_length():
+    # On-policy (r = 1) each token's loss is -A. Row 0: 3 tokens, A = 1; row 1: 1 token, A = -1.
+    # GRPO: mean of the sequences' means, (-1 + 1) / 2 = 0. Dr. GRPO with length_norm 4:
+    # (-3 + 1) / (2 sequences * 4) = -0.25, and every token's gradient is -A / 8, whatever the
+    # length of its sequence (GRPO's: -A / (2 * |y_i|): -1/6 in row 0, +1/2 in row 1).
+    logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    old = torch.zeros(2, 3, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.bool)
+    advantages = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    loss, _ = policy_loss("dr_grpo", logp, old, advantages, mask, length_norm=4)
+    loss.backward()
+    assert loss.item() == pytest.approx(-0.25)
+    assert logp.grad.tolist() == [[-0.125, -0.125, -0.125], [0.125, 0.0, 0.0]]
+    grpo, _ = policy_loss("grpo", logp, old, advantages, mask)
+    assert grpo.item() == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="length_norm must be >= 1, got 0"):
+        policy_loss("dr_grpo", logp, old, advantages, mask, length_norm=0)
