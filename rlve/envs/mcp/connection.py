@@ -23,6 +23,8 @@ from typing import Any, Literal
 from rlve.config import require
 
 Lifetime = Literal["shared", "per_rollout"]
+CLIENT_TIMEOUT_MARGIN_S = 5.0
+"""the SDK client's read limit is the call limit plus this, a backstop that never wins the race"""
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,10 @@ class MCPConnection:
         from mcp import Client
 
         try:
-            async with Client(self.target, read_timeout_seconds=self.config.call_timeout_s) as c:
+            # the client's own read limit is a backstop past `call`'s, so that a call cut off
+            # is always reported as such (both at call_timeout_s raced under load)
+            backstop = self.config.call_timeout_s + CLIENT_TIMEOUT_MARGIN_S
+            async with Client(self.target, read_timeout_seconds=backstop) as c:
                 self._client = c
                 self.tools = list((await c.list_tools()).tools)
                 ready.set_result(None)
