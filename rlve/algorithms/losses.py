@@ -21,6 +21,7 @@ from rlve.algorithms.loss_inputs import (
     check_token_count,
 )
 from rlve.algorithms.loss_registry import LossTerms, find_loss, register_loss
+from rlve.algorithms.mismatch import MismatchWeights, mismatch_weights
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class LossStats:
     """min of r over masked tokens"""
     ratio_max: float = 1.0
     """max of r over masked tokens"""
+    tis_truncated_frac: float = 0.0
+    """share of masked tokens whose correction weight tis_mode="truncate" capped at tis_cap"""
 
     @staticmethod
     def combine(stats: Sequence[LossStats]) -> LossStats:
@@ -72,6 +75,7 @@ class LossStats:
             ratio_mean=weighted("ratio_mean"),
             ratio_min=min(s.ratio_min for s in stats if s.num_tokens > 0),
             ratio_max=max(s.ratio_max for s in stats if s.num_tokens > 0),
+            tis_truncated_frac=weighted("tis_truncated_frac"),
         )
 
 
@@ -272,6 +276,7 @@ def policy_loss(
     sampler_logp: Tensor | None = None,
     tis_cap: float | None = None,
     tis_mode: TisMode = "truncate",
+    tis_level: str = "token",
     num_tokens: int | None = None,
     sequence_ids: Tensor | None = None,
     length_norm: int = 1024,
@@ -293,6 +298,9 @@ def policy_loss(
             w = exp(old_logp - sampler_logp); "mask" gives weight 0 to tokens with w outside
             [1/C, C] and 1 to the rest. Masked tokens still count in the denominators (of the
             sequence mean or `num_tokens`): they are dropped from the gradient, not from the batch.
+        tis_level: w per "token", or per sequence: the product of its tokens' ratios
+            ("sequence") or their geometric mean ("geometric"), on each of its tokens
+            (`rlve.algorithms.mismatch`).
         num_tokens: masked-token count of the whole optimizer step, the denominator of dapo/cispo
             so that gradient accumulation equals one big batch; None = mask.sum() of this call.
         sequence_ids: [B, T] long, the sequence of each token when rows are packed (several
@@ -320,15 +328,13 @@ def policy_loss(
     old_logp = old_logp.detach()
 
     token_weight = torch.ones_like(logp)
-    tis_dropped = torch.zeros_like(mask)
+    corrected = MismatchWeights(token_weight, torch.zeros_like(mask), torch.zeros_like(mask))
     if sampler_logp is not None:
         sampler_logp = sampler_logp.detach()
-        is_ratio = torch.exp(_masked_log_ratio(old_logp, sampler_logp, mask))
-        if tis_cap is not None and tis_mode == "truncate":
-            token_weight = is_ratio.clamp(max=tis_cap)
-        elif tis_cap is not None:
-            tis_dropped = mask & ((is_ratio < 1.0 / tis_cap) | (is_ratio > tis_cap))
-            token_weight = (~tis_dropped).to(logp.dtype)
+        if tis_cap is not None:
+            corrected = mismatch_weights(old_logp, sampler_logp, mask, cap=tis_cap, mode=tis_mode,
+                                         level=tis_level, sequence_ids=sequence_ids)  # fmt: skip
+            token_weight = corrected.weight
 
     terms = loss_fn(
         logp,
@@ -343,7 +349,7 @@ def policy_loss(
         sequence_ids=sequence_ids,
         length_norm=length_norm,
     )
-    stats = _loss_stats(terms, mask, logp.detach(), old_logp, sampler_logp, tis_dropped)
+    stats = _loss_stats(terms, mask, logp.detach(), old_logp, sampler_logp, corrected)
     return terms.loss, stats
 
 
@@ -354,7 +360,7 @@ def _loss_stats(
     logp: Tensor,
     old_logp: Tensor,
     sampler_logp: Tensor | None,
-    tis_dropped: Tensor,
+    corrected: MismatchWeights,
 ) -> LossStats:
     count = int(mask.sum().item())
     if count == 0:
@@ -378,9 +384,10 @@ def _loss_stats(
         is_ratio_max=is_ratio_max,
         logprob_diff_mean=diff_mean,
         logprob_diff_max=diff_max,
-        tis_masked_frac=share(tis_dropped),
+        tis_masked_frac=share(corrected.masked),
         num_tokens=count,
         ratio_mean=float(ratio.mean()),
         ratio_min=float(ratio.min()),
         ratio_max=float(ratio.max()),
+        tis_truncated_frac=share(corrected.truncated),
     )

@@ -20,7 +20,7 @@ from torch import Tensor
 from rlve.algorithms.loss_registry import LossTerms, register_loss
 
 
-def _sequences(mask: Tensor, sequence_ids: Tensor | None) -> tuple[Tensor, int]:
+def sequence_of_positions(mask: Tensor, sequence_ids: Tensor | None) -> tuple[Tensor, int]:
     """The sequence id of every position ([B, T] long) and how many ids there are."""
     if sequence_ids is None:
         rows = torch.arange(mask.shape[0], device=mask.device)
@@ -31,7 +31,7 @@ def _sequences(mask: Tensor, sequence_ids: Tensor | None) -> tuple[Tensor, int]:
 def sequence_means(values: Tensor, mask: Tensor, sequence_ids: Tensor | None) -> Tensor:
     """[S] the mean of `values` over each sequence's masked positions (0 for a sequence with
     none), differentiable."""
-    ids, size = _sequences(mask, sequence_ids)
+    ids, size = sequence_of_positions(mask, sequence_ids)
     counts = torch.bincount(ids[mask], minlength=size)
     sums = values.new_zeros(size).index_add(0, ids[mask], values[mask])
     return sums / counts.clamp(min=1)
@@ -39,13 +39,13 @@ def sequence_means(values: Tensor, mask: Tensor, sequence_ids: Tensor | None) ->
 
 def _trained_sequences(mask: Tensor, sequence_ids: Tensor | None) -> Tensor:
     """[S] bool: the sequences with at least one masked position."""
-    ids, size = _sequences(mask, sequence_ids)
+    ids, size = sequence_of_positions(mask, sequence_ids)
     return torch.bincount(ids[mask], minlength=size) > 0
 
 
 def _on_tokens(per_sequence: Tensor, mask: Tensor, sequence_ids: Tensor | None) -> Tensor:
     """[B, T] bool: each masked position takes its sequence's flag."""
-    ids, _ = _sequences(mask, sequence_ids)
+    ids, _ = sequence_of_positions(mask, sequence_ids)
     return mask & per_sequence[ids]
 
 

@@ -141,6 +141,9 @@ class TrainerConfig:
     """truncated importance sampling cap C against the sampler's log-probs; None = off; > 1"""
     tis_mode: str = "truncate"
     """"truncate" (weight min(w, C)) or "mask" (drop tokens with w outside [1/C, C])"""
+    tis_level: str = "token"
+    """where the sampler ratio w is taken: "token", "sequence" (the product of a sequence's token
+    ratios) or "geometric" (their geometric mean); a sequence's w weighs all its tokens"""
     kl_beta: float = 0.0
     """weight of the k3 KL penalty to the reference model; 0 = off (no reference is loaded)"""
     temperature: float = 1.0
@@ -197,6 +200,7 @@ class TrainerConfig:
 
     def _validate_loss(self) -> None:
         from rlve.algorithms import check_hyperparameters, find_loss
+        from rlve.algorithms.mismatch import TIS_LEVELS
 
         try:
             find_loss(self.loss)
@@ -206,6 +210,10 @@ class TrainerConfig:
         check_hyperparameters(self.eps_low, self.eps_high, self.is_cap, self.tis_cap,
                               self.tis_mode, num_tokens=None)  # fmt: skip
         require_choice("old_logprobs", self.old_logprobs, OLD_LOGPROBS)
+        require_choice("tis_level", self.tis_level, TIS_LEVELS)
+        require(self.tis_level == "token" or self.tis_cap is not None,
+                f"tis_level={self.tis_level!r} sets where the sampler correction acts, and there "
+                "is none: set trainer.tis_cap (e.g. 2.0)")  # fmt: skip
         require(
             self.tis_cap is None or self.old_logprobs == "recompute",
             f"tis_cap={self.tis_cap} corrects recomputed old log-probs against the sampler's; "

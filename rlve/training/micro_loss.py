@@ -27,7 +27,7 @@ def micro_batch_loss(
         config.loss, logp, old, micro.advantages, mask,
         eps_low=config.eps_low, eps_high=config.eps_high, is_cap=config.is_cap,
         sampler_logp=micro.sampler_logprobs, tis_cap=config.tis_cap,
-        tis_mode=config.tis_mode, num_tokens=batch.num_loss_tokens,
+        tis_mode=config.tis_mode, tis_level=config.tis_level, num_tokens=batch.num_loss_tokens,
         sequence_ids=sequence_ids(micro.position_ids) if packed else None,
         length_norm=config.length_norm,
     )  # fmt: skip

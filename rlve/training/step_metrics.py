@@ -18,9 +18,12 @@ Update = tuple[dict[str, float], LossStats | None]
 """one optimizer update: its per-update metrics, and its loss stats (None: a non-finite loss)"""
 
 
-def step_metrics(updates: Sequence[Update], sampler: bool, tis_masked: bool) -> dict[str, float]:
+def step_metrics(
+    updates: Sequence[Update], sampler: bool, tis_mode: str | None = None
+) -> dict[str, float]:
     """train/* metrics of the step; with `sampler`, the trainer-vs-sampler sampling/* ones too
-    (`tis_masked`: also the share of tokens tis_mode="mask" dropped). An update with a
+    (with a correction on, `tis_mode`: also the share of tokens it masked, or truncated). An
+    update with a
     non-finite loss counts in the means (they become NaN) but not in the token statistics,
     and the sampling/* metrics are left out of such a step."""
     if not updates:
@@ -40,8 +43,10 @@ def step_metrics(updates: Sequence[Update], sampler: bool, tis_masked: bool) -> 
         metrics["sampling/logprob_diff_max"] = stats.logprob_diff_max
         metrics["sampling/is_ratio_mean"] = stats.is_ratio_mean
         metrics["sampling/is_ratio_max"] = stats.is_ratio_max
-        if tis_masked:
+        if tis_mode == "mask":
             metrics["sampling/tis_masked_frac"] = stats.tis_masked_frac
+        elif tis_mode == "truncate":
+            metrics["sampling/tis_truncated_frac"] = stats.tis_truncated_frac
     return metrics
 
 

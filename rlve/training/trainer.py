@@ -158,7 +158,7 @@ class Trainer:
         metrics.update(step_metrics(
             updates,
             sampler=compare and all(m.sampler_logprobs is not None for m in micros),
-            tis_masked=config.tis_cap is not None and config.tis_mode == "mask",
+            tis_mode=config.tis_mode if config.tis_cap is not None else None,
         ))  # fmt: skip
         metrics["train/num_tokens"] = float(sum(b.num_loss_tokens for b in batches))
         idle = sum(not m.sequence_index for m in micros)  # sharded: a rank with less work waits

@@ -23,7 +23,7 @@ def test_means_of_updates_and_clip_fraction_over_all_tokens():
         ({"train/loss": 1.0, "train/lr": 1e-3}, stats(10, 0.0, 1.0)),
         ({"train/loss": 3.0, "train/lr": 1e-3}, stats(30, 0.2, 1.6)),
     ]
-    metrics = step_metrics(updates, sampler=False, tis_masked=False)
+    metrics = step_metrics(updates, sampler=False)
     assert metrics["train/loss"] == 2.0
     assert metrics["train/clip_frac_high"] == pytest.approx(0.15)  # 0.2 * 30 / 40
     assert metrics["train/ratio_max"] == 1.6
@@ -35,15 +35,18 @@ def test_a_non_finite_update_is_in_the_means_but_not_in_the_token_stats():
         ({"train/loss": 1.0}, stats(10, 0.5, 1.2)),
         ({"train/loss": math.nan}, None),
     ]
-    metrics = step_metrics(updates, sampler=True, tis_masked=False)
+    metrics = step_metrics(updates, sampler=True)
     assert math.isnan(metrics["train/loss"])
     assert metrics["train/clip_frac_high"] == 0.5
     assert "sampling/is_ratio_mean" not in metrics  # left out of a step with a NaN update
 
 
 def test_sampler_metrics_when_asked():
-    metrics = step_metrics([({}, stats(4, 0.0, 1.0))], sampler=True, tis_masked=True)
+    metrics = step_metrics([({}, stats(4, 0.0, 1.0))], sampler=True, tis_mode="mask")
     assert metrics["sampling/is_ratio_mean"] == 1.0 and metrics["sampling/tis_masked_frac"] == 0.0
+    metrics = step_metrics([({}, stats(4, 0.0, 1.0))], sampler=True, tis_mode="truncate")
+    assert metrics["sampling/tis_truncated_frac"] == 0.0
+    assert "sampling/tis_masked_frac" not in metrics
 
 
 def test_perf_metrics_count_real_tokens_and_the_padded_share():
