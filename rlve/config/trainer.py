@@ -141,6 +141,10 @@ class TrainerConfig:
     """truncated importance sampling cap C against the sampler's log-probs; None = off; > 1"""
     tis_mode: str = "truncate"
     """"truncate" (weight min(w, C)) or "mask" (drop tokens with w outside [1/C, C])"""
+    entropy_quantile: float = 1.0
+    """the share of each micro-batch's trained tokens that keep their advantage, highest entropy
+    first (the "forking" tokens; TRL's top_entropy_quantile; the paper kept 0.2); the others
+    add no gradient but still count in the denominators. 1.0 trains on every token; in (0, 1]"""
     tis_level: str = "token"
     """where the sampler ratio w is taken: "token", "sequence" (the product of a sequence's token
     ratios) or "geometric" (their geometric mean); a sequence's w weighs all its tokens"""
@@ -211,6 +215,16 @@ class TrainerConfig:
                               self.tis_mode, num_tokens=None)  # fmt: skip
         require_choice("old_logprobs", self.old_logprobs, OLD_LOGPROBS)
         require_choice("tis_level", self.tis_level, TIS_LEVELS)
+        quantile = self.entropy_quantile
+        require(
+            0.0 < quantile <= 1.0, f"trainer.entropy_quantile must be in (0, 1], got {quantile}"
+        )
+        require(
+            quantile == 1.0 or self.loss not in ("gspo", "gmpo"),
+            f"entropy_quantile={quantile} zeroes the advantage of low-entropy tokens, which "
+            f"{self.loss}'s per-sequence advantage (their mean) would shrink: use a token-ratio "
+            "loss (cispo, dapo, grpo, dr_grpo) or entropy_quantile=1.0",
+        )
         require(self.tis_level == "token" or self.tis_cap is not None,
                 f"tis_level={self.tis_level!r} sets where the sampler correction acts, and there "
                 "is none: set trainer.tis_cap (e.g. 2.0)")  # fmt: skip

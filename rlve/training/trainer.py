@@ -175,9 +175,9 @@ class Trainer:
         stats: list[LossStats] = []
         kl_sum = 0.0
 
-        def loss_of(logp: Tensor, micro: MicroBatch) -> Tensor:
+        def loss_of(logp: Tensor, micro: MicroBatch, entropy: Tensor) -> Tensor:
             nonlocal kl_sum
-            loss, micro_stats, micro_kl = micro_batch_loss(config, logp, micro, batch)
+            loss, micro_stats, micro_kl = micro_batch_loss(config, logp, micro, batch, entropy)
             kl_sum += micro_kl
             if micro.num_loss_tokens:  # an idle micro-batch (sharded) has no statistics
                 stats.append(micro_stats)
@@ -223,7 +223,7 @@ class Trainer:
             raise ValueError("every token of the SFT batch is masked out; nothing to train on")
         lr = self.guard.lr
         finite, loss_sum, entropy_sum = self._accumulate(
-            batch, lambda logp, micro: -token_mean(logp, micro.loss_mask, num_tokens), 1.0
+            batch, lambda logp, micro, _: -token_mean(logp, micro.loss_mask, num_tokens), 1.0
         )
         grad_norm = self.guard.apply(finite, self.step)
         loss_sum, entropy_sum = self.world.sum([loss_sum, entropy_sum])
@@ -243,17 +243,20 @@ class Trainer:
     # -----------------------------------------------------------------------------------------
 
     def _accumulate(
-        self, batch: TrainBatch, loss_of: Callable[[Tensor, MicroBatch], Tensor], temperature: float
+        self,
+        batch: TrainBatch,
+        loss_of: Callable[[Tensor, MicroBatch, Tensor], Tensor],
+        temperature: float,
     ) -> tuple[bool, float, float]:
-        """Forward and backward each micro-batch of `batch` with the loss `loss_of(logp, micro)`,
-        accumulating gradients: RL and SFT alike. Returns (finite on every rank, this rank's
-        summed loss, its summed entropy of the trained tokens); one process stops at the first
-        loss that is not finite."""
+        """Forward and backward each micro-batch of `batch` with the loss
+        `loss_of(logp, micro, entropy)`, accumulating gradients: RL and SFT alike. Returns
+        (finite on every rank, this rank's summed loss, its summed entropy of the trained
+        tokens); one process stops at the first loss that is not finite."""
         loss_sum = entropy_sum = 0.0
         finite = True
         for micro in batch.micro_batches:
             logp, entropy = self._logprobs(self.scorer, micro, temperature)
-            loss = loss_of(logp, micro)
+            loss = loss_of(logp, micro, entropy)
             if not self._backward(loss):
                 finite = False
                 if not self.world.sharded:  # sharded, every rank runs every backward
