@@ -33,9 +33,10 @@ smoke: setup
 demo: setup
 	$(PY) -m rlve.cli.demo
 
-# The tic-tac-toe recipe with 3 seeds (teacher -> SFT -> CISPO, evaluated before and after).
+# The tic-tac-toe recipe with 3 seeds (teacher -> SFT -> RL, evaluated before and after): the
+# per-move regret arm, and whole-game CISPO beside it for comparison.
 recipe: setup
-	$(PY) -m rlve.cli.recipe --seeds 0 1 2 --out runs/recipe
+	$(PY) -m rlve.cli.recipe --seeds 0 1 2 --arms regret cispo --out runs/recipe
 
 # Adaptive difficulty against a static range on rlve/multiplication, 3 seeds per arm.
 curriculum: setup
