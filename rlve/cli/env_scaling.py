@@ -149,22 +149,22 @@ def screen(out: Path, engine, tokenizer, names: list[str]) -> dict[str, Screenin
     return records
 
 
-def format_model(out: Path) -> Path:
-    """The starting model: SFT of MODEL on FORMAT_ENVS' reference answers (made once)."""
+def format_model(out: Path, model: str = MODEL) -> Path:
+    """The starting model: SFT of `model` on FORMAT_ENVS' reference answers (made once)."""
     from rlve.config import TrainerConfig
     from rlve.envs import load_environment
     from rlve.models import load_tokenizer
     from rlve.training.sft import reference_answer_data, sft_warmup
 
-    path = out / "format_model"
+    path = out / f"format_model_{Path(model).name}"
     if (path / "config.json").exists():
         return path
-    tokenizer = load_tokenizer(MODEL)
+    tokenizer = load_tokenizer(model)
     data = []
     for name in FORMAT_ENVS:
         env = load_environment(name, num_examples=1)
         data += reference_answer_data(env, tokenizer, FORMAT_LEVELS, FORMAT_PER_LEVEL, seed=1)
-    config = TrainerConfig(model=MODEL, lr=FORMAT_LR, max_steps=FORMAT_STEPS)
+    config = TrainerConfig(model=model, lr=FORMAT_LR, max_steps=FORMAT_STEPS)
     path, losses = sft_warmup(data, config, path, batch_size=FORMAT_BATCH)
     print(f"format warm-up on {len(data)} answers of {', '.join(FORMAT_ENVS)}: loss "
           f"{losses[0]:.3f} -> {losses[-1]:.3f}; model: {path}")  # fmt: skip
@@ -203,7 +203,7 @@ def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> float
     return sum(values) / len(values)
 
 
-def experiment(stored: dict, reward: str):
+def experiment(stored: dict, reward: str, model: str = MODEL):
     """One arm per collection of `stored` (split.json), each scored on the held-out list."""
     from rlve.cli.experiment import Arm, Experiment
 
@@ -222,11 +222,12 @@ def experiment(stored: dict, reward: str):
         for size, names in stored["collections"].items()
     ]  # fmt: skip
     settings = {"eval": [EVAL_LEVELS, EVAL_PROBLEMS, EVAL_SEED, ID_ENVS], "reward": reward,
+                "model": model,
                 "format": [FORMAT_ENVS, FORMAT_LEVELS, FORMAT_PER_LEVEL, FORMAT_STEPS]}  # fmt: skip
     return Experiment(
         name=f"env_scaling_{reward}",
         arms=arms,
-        start=lambda out, seed: format_model(out),
+        start=lambda out, seed: format_model(out, model),
         score=score,
         curves=["reward/mean", "reward/accuracy", "reward/format_score"],
         settings=settings,
@@ -244,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="where screening.json and split.json are kept")  # fmt: skip
     parser.add_argument("--limit", type=int, help="screen the first N candidates only")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--model", default=MODEL,
+                        help="the student: a built-in name, a directory or a hub id")  # fmt: skip
     parser.add_argument("--reward", choices=("shaped", "binary"), default="binary",
                         help="what the arms train on (wrapper.REWARDS)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -255,8 +258,8 @@ def main(argv: list[str] | None = None) -> None:
         if not split_file.exists():
             parser.error(f"no {split_file}: run the screen and split stages first")
         stored = json.loads(split_file.read_text())
-        results = run_experiment(experiment(stored, args.reward), args.out / args.reward,
-                                 args.seeds)  # fmt: skip
+        results = run_experiment(experiment(stored, args.reward, args.model),
+                                 args.out / args.reward, args.seeds)  # fmt: skip
         print(scores_table(results))
         return
     if args.stage == "split":
@@ -276,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     from rlve.inference.vllm_logs import send_vllm_logs_to
     from rlve.models import load_tokenizer
 
-    model = format_model(args.out)
+    model = format_model(args.out, args.model)
     tokenizer = load_tokenizer(str(model))
     send_vllm_logs_to(args.out)
     engine = VLLMEngine(str(model), tokenizer, InferenceConfig(max_model_len=1024))
