@@ -22,6 +22,7 @@ from rlve.algorithms.loss_inputs import (
 )
 from rlve.algorithms.loss_registry import LossTerms, find_loss, register_loss
 from rlve.algorithms.mismatch import MismatchWeights, mismatch_weights
+from rlve.algorithms.sequence_losses import sequence_means
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,14 @@ class LossStats:
     """max of r over masked tokens"""
     tis_truncated_frac: float = 0.0
     """share of masked tokens whose correction weight tis_mode="truncate" capped at tis_cap"""
+    num_sequences: int = 0
+    """sequences with a masked token in this call"""
+    tis_sequence_frac: float = 0.0
+    """share of those sequences with a token the sampler correction masked or truncated"""
+    sequence_ratio_min: float = 1.0
+    """min over sequences of exp(mean log r), the geometric mean of a sequence's token ratios"""
+    sequence_ratio_max: float = 1.0
+    """max over sequences of that ratio: with the min, the sequence-level ratio's spread"""
 
     @staticmethod
     def combine(stats: Sequence[LossStats]) -> LossStats:
@@ -76,6 +85,11 @@ class LossStats:
             ratio_min=min(s.ratio_min for s in stats if s.num_tokens > 0),
             ratio_max=max(s.ratio_max for s in stats if s.num_tokens > 0),
             tis_truncated_frac=weighted("tis_truncated_frac"),
+            num_sequences=sum(s.num_sequences for s in stats),
+            tis_sequence_frac=sum(s.tis_sequence_frac * s.num_sequences for s in stats)
+            / max(sum(s.num_sequences for s in stats), 1),
+            sequence_ratio_min=min(s.sequence_ratio_min for s in stats if s.num_tokens > 0),
+            sequence_ratio_max=max(s.sequence_ratio_max for s in stats if s.num_tokens > 0),
         )
 
 
@@ -349,7 +363,8 @@ def policy_loss(
         sequence_ids=sequence_ids,
         length_norm=length_norm,
     )
-    stats = _loss_stats(terms, mask, logp.detach(), old_logp, sampler_logp, corrected)
+    stats = _loss_stats(terms, mask, logp.detach(), old_logp, sampler_logp, corrected,
+                        sequence_ids)  # fmt: skip
     return terms.loss, stats
 
 
@@ -361,6 +376,7 @@ def _loss_stats(
     old_logp: Tensor,
     sampler_logp: Tensor | None,
     corrected: MismatchWeights,
+    sequence_ids: Tensor | None,
 ) -> LossStats:
     count = int(mask.sum().item())
     if count == 0:
@@ -377,6 +393,11 @@ def _loss_stats(
         is_ratio_mean, is_ratio_max = float(is_ratio.mean()), float(is_ratio.max())
         diff_mean, diff_max = float(diff.abs().mean()), float(diff.abs().max())
     ratio = torch.exp((logp - old_logp)[mask].double())
+    log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp)).double()
+    trained = sequence_means(mask.double(), mask, sequence_ids) > 0
+    sequence_ratio = torch.exp(sequence_means(log_ratio, mask, sequence_ids))[trained]
+    touched = sequence_means((corrected.masked | corrected.truncated).double(), mask,
+                             sequence_ids)[trained] > 0  # fmt: skip
     return LossStats(
         clip_frac_low=share(terms.clipped_low),
         clip_frac_high=share(terms.clipped_high),
@@ -390,4 +411,8 @@ def _loss_stats(
         ratio_min=float(ratio.min()),
         ratio_max=float(ratio.max()),
         tis_truncated_frac=share(corrected.truncated),
+        num_sequences=int(trained.sum()),
+        tis_sequence_frac=float(touched.double().mean()),
+        sequence_ratio_min=float(sequence_ratio.min()),
+        sequence_ratio_max=float(sequence_ratio.max()),
     )

@@ -37,6 +37,8 @@ def step_metrics(
         "train/ratio_mean": stats.ratio_mean,
         "train/ratio_min": stats.ratio_min,
         "train/ratio_max": stats.ratio_max,
+        "train/sequence_ratio_min": stats.sequence_ratio_min,
+        "train/sequence_ratio_max": stats.sequence_ratio_max,
     })  # fmt: skip
     if sampler and all(s is not None for _, s in updates):
         metrics["sampling/logprob_diff_mean"] = stats.logprob_diff_mean
@@ -47,6 +49,8 @@ def step_metrics(
             metrics["sampling/tis_masked_frac"] = stats.tis_masked_frac
         elif tis_mode == "truncate":
             metrics["sampling/tis_truncated_frac"] = stats.tis_truncated_frac
+        if tis_mode is not None:
+            metrics["sampling/tis_sequence_frac"] = stats.tis_sequence_frac
     return metrics
 
 

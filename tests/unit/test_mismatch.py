@@ -77,6 +77,7 @@ def test_the_loss_reports_what_the_correction_did():
     common = {"sampler_logp": SAMPLER, "tis_cap": 2.0}
     _, stats = policy_loss("cispo", logp, OLD, advantages, MASK, tis_level="sequence", **common)
     assert stats.tis_truncated_frac == pytest.approx(3 / 5) and stats.tis_masked_frac == 0.0
+    assert (stats.num_sequences, stats.tis_sequence_frac) == (2, 0.5)  # row 0 of the two
     _, stats = policy_loss("cispo", logp, OLD, advantages, MASK, tis_level="token",
                            tis_mode="mask", **common)  # fmt: skip
     assert stats.tis_masked_frac == pytest.approx(1 / 5)

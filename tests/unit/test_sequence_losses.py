@@ -35,6 +35,9 @@ def test_gspo_clips_the_sequence_ratio_by_hand():
         [0, expected, expected, expected, 0, 0, 0, 0]
     )
     assert (stats.clip_frac_low, stats.clip_frac_high) == (pytest.approx(2 / 5), 0.0)
+    # the sequence ratios' spread, logged for every loss: e^-0.4 and e^0.1
+    assert stats.sequence_ratio_min == pytest.approx(math.exp(-0.4))
+    assert stats.sequence_ratio_max == pytest.approx(math.exp(0.1))
 
 
 def test_gmpo_clips_each_token_in_log_space_inside_the_geometric_mean_by_hand():
