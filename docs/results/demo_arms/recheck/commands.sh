@@ -2,8 +2,8 @@
 # Re-check of the demo-size students on other games: 200 games per opponent, env seed 54321
 # (the recipe evaluates on 12345), sampling seed 1, the recipe's decoding (temperature 1.0,
 # 48 tokens a turn, short rules, grid board). Optimal opponent first, then an imperfect one.
-cd /work/main
-for job in regret/seed0/model:optimal:0.0 regret/seed1/model:optimal:0.0 \
+cd "$(dirname "$0")/../../../.."  # the repository root
+for job in sft_model:optimal:0.0 regret/seed0/model:optimal:0.0 regret/seed1/model:optimal:0.0 \
            regret/seed2/model:optimal:0.0 sft_model:imperfect:0.3 regret/seed1/model:imperfect:0.3 \
            regret/seed0/model:imperfect:0.3 regret/seed2/model:imperfect:0.3; do
   model=${job%%:*}; rest=${job#*:}; name=${rest%%:*}; prob=${rest##*:}
