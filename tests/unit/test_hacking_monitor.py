@@ -48,19 +48,37 @@ def test_the_measured_collapse_trips_at_its_fourth_step():
     assert "hacking/tripped" not in rows[1]  # no baseline yet
 
 
+UNSTABLE_RUNS = {
+    "demo_arms/regret_mb4/seed0": {"game/invalid", "game/unfinished", "completion/truncated_frac"},
+}
+"""Committed probes that did not learn steadily, with the signals the monitor raised on them. The
+regret arm with 4 updates per RL step: at step 3 invalid-move games rose 15% -> 33% and unfinished
+ones 3% -> 19% while the reward fell 1.2, and at step 5 truncated answers rose 2% -> 30% for a
+0.12 reward gain."""
+
+
 def recorded_runs() -> list[Path]:
     return sorted(RESULTS.glob("**/metrics.jsonl"))
+
+
+def tripped_metrics(path: Path) -> set[str]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = [{k: v for k, v in row.items() if v is not None} for row in rows]
+    return {trip.metric for step in observe_all(rows) for trip in step}
 
 
 def test_the_committed_runs_that_learned_honestly_never_trip():
     """Tic-tac-toe CISPO on both boards, self-play, and the SmolLM2 curriculum arms (whose
     answers lengthen by up to 24% as the problems get harder)."""
-    runs = recorded_runs()
+    runs = [p for p in recorded_runs() if str(p.parent.relative_to(RESULTS)) not in UNSTABLE_RUNS]
     assert len(runs) >= 10
     for path in runs:
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
-        rows = [{k: v for k, v in row.items() if v is not None} for row in rows]
-        assert not any(observe_all(rows)), path
+        assert tripped_metrics(path) == set(), path
+
+
+@pytest.mark.parametrize("run", sorted(UNSTABLE_RUNS))
+def test_the_committed_unstable_probes_trip_on_the_signals_that_rose(run):
+    assert tripped_metrics(RESULTS / run / "metrics.jsonl") == UNSTABLE_RUNS[run]
 
 
 def test_a_signal_trips_only_when_the_reward_gains_less_than_it_rises():
