@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlve.algorithms.loss_inputs import masked_log_ratio
+
 
 def kl_penalty(logp: Tensor, ref_logp: Tensor, mask: Tensor) -> Tensor:
     """k3 estimate of KL(pi_theta || pi_ref) per token (Schulman 2020, "Approximating KL
@@ -32,6 +34,6 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, mask: Tensor) -> Tensor:
             f"{tuple(mask.shape)} must have the same [B, T] shape"
         )
     mask = mask.bool()
-    log_ratio = torch.where(mask, ref_logp.detach() - logp, torch.zeros_like(logp))
+    log_ratio = masked_log_ratio(ref_logp.detach(), logp, mask)
     # Outside the mask log_ratio is 0, so k3 is exactly 0 there.
     return torch.exp(log_ratio) - log_ratio - 1.0

@@ -75,3 +75,9 @@ def check_token_count(mask: Tensor, num_tokens: int | None) -> None:
             f"num_tokens={num_tokens} is smaller than this batch's {count} masked tokens; "
             "it must count the masked tokens of the whole optimizer step"
         )
+
+
+def masked_log_ratio(logp: Tensor, base_logp: Tensor, mask: Tensor) -> Tensor:
+    """logp - base_logp on masked tokens, 0 elsewhere: padding can hold any log-prob, and an
+    exp() overflow there would turn into NaN once multiplied by a zero mask."""
+    return torch.where(mask, logp - base_logp, torch.zeros_like(logp))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rlve.algorithms.loss_inputs import masked_log_ratio
 from rlve.algorithms.loss_registry import LossTerms
 from rlve.algorithms.mismatch import MismatchWeights
 from rlve.algorithms.sequence_losses import sequence_means
@@ -112,7 +113,7 @@ def loss_stats(
         is_ratio_mean, is_ratio_max = float(is_ratio.mean()), float(is_ratio.max())
         diff_mean, diff_max = float(diff.abs().mean()), float(diff.abs().max())
     ratio = torch.exp((logp - old_logp)[mask].double())
-    log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp)).double()
+    log_ratio = masked_log_ratio(logp, old_logp, mask).double()
     trained = sequence_means(mask.double(), mask, sequence_ids) > 0
     sequence_ratio = torch.exp(sequence_means(log_ratio, mask, sequence_ids))[trained]
     touched = sequence_means((corrected.masked | corrected.truncated).double(), mask,

@@ -18,6 +18,7 @@ from rlve.algorithms.loss_inputs import (
     check_hyperparameters,
     check_shapes,
     check_token_count,
+    masked_log_ratio,
 )
 from rlve.algorithms.loss_registry import LossTerms, find_loss, register_loss
 from rlve.algorithms.loss_stats import LossStats, loss_stats
@@ -65,12 +66,6 @@ def sequence_mean(values: Tensor, mask: Tensor, sequence_ids: Tensor | None = No
 # ---------------------------------------------------------------------------------------------
 
 
-def _masked_log_ratio(logp: Tensor, ref_logp: Tensor, mask: Tensor) -> Tensor:
-    """logp - ref_logp on masked tokens, 0 elsewhere: padding can hold any log-prob, and an
-    exp() overflow there would turn into NaN once multiplied by a zero mask."""
-    return torch.where(mask, logp - ref_logp, torch.zeros_like(logp))
-
-
 def _clipped_surrogate(
     logp: Tensor,
     old_logp: Tensor,
@@ -84,7 +79,7 @@ def _clipped_surrogate(
     The clip is active (the min picks the clipped term, whose gradient is 0) when r < 1-eps_low
     with A < 0, or r > 1+eps_high with A > 0; those are the returned bool masks.
     """
-    ratio = torch.exp(_masked_log_ratio(logp, old_logp, mask))
+    ratio = torch.exp(masked_log_ratio(logp, old_logp, mask))
     unclipped = ratio * advantages
     clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * advantages
     per_token = -torch.minimum(unclipped, clipped)
@@ -157,7 +152,7 @@ def cispo_loss(
     -min(r, is_cap) * A / num_tokens. The lower bound is off, as in the paper's recipe (no
     eps_low / eps_high). Shapes as `dapo_loss`.
     """
-    ratio = torch.exp(_masked_log_ratio(logp, old_logp, mask))
+    ratio = torch.exp(masked_log_ratio(logp, old_logp, mask))
     coefficient = ratio.clamp(max=is_cap).detach()
     per_token = -coefficient * advantages * logp
     clipped_high = mask & (ratio > is_cap)

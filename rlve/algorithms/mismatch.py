@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rlve.algorithms.loss_inputs import masked_log_ratio
 from rlve.algorithms.sequence_losses import sequence_of_positions
 
 TIS_LEVELS = ("token", "sequence", "geometric")
@@ -58,7 +59,7 @@ def mismatch_weights(old_logp: Tensor, sampler_logp: Tensor, mask: Tensor, *, ca
     """The correction's weights (module docstring) on the masked tokens, 1 elsewhere. A
     sequence's product may overflow to inf or underflow to 0: both compare and cap as they
     should, and the weights carry no gradient."""
-    log_ratio = torch.where(mask, old_logp - sampler_logp, torch.zeros_like(old_logp))
+    log_ratio = masked_log_ratio(old_logp, sampler_logp, mask)
     w = torch.exp(level_log_ratio(log_ratio, mask, level, sequence_ids))
     no = torch.zeros_like(mask)
     if mode == "truncate":

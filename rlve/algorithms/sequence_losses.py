@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlve.algorithms.loss_inputs import masked_log_ratio
 from rlve.algorithms.loss_registry import LossTerms, register_loss
 
 
@@ -79,7 +80,7 @@ def gspo_loss(
     range is the sequence's: the paper used eps 3e-4 / 4e-4, far below a token ratio's 0.2.
     Clip flags are the sequence's, on each of its tokens.
     """
-    log_ratio = torch.where(mask, logp - old_logp, 0)
+    log_ratio = masked_log_ratio(logp, old_logp, mask)
     ratio = torch.exp(sequence_means(log_ratio, mask, sequence_ids))
     advantage = sequence_means(advantages, mask, sequence_ids)
     clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
@@ -111,7 +112,7 @@ def gmpo_loss(
     `eps_low` and `eps_high` bound log r (the paper's range: 0.4 each, r in [e^-0.4, e^0.4]).
     A token whose clip is active gets no gradient, as in PPO.
     """
-    log_ratio = torch.where(mask, logp - old_logp, 0)
+    log_ratio = masked_log_ratio(logp, old_logp, mask)
     bounded = log_ratio.clamp(-eps_low, eps_high)
     positive = advantages >= 0
     chosen = torch.where(positive, torch.minimum(log_ratio, bounded),
