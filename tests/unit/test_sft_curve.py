@@ -1,0 +1,33 @@
+"""The SFT curve's points, table and plot (the training and the games are the recipe's, tested
+there)."""
+
+import argparse
+
+import pytest
+
+from rlve.cli.sft_curve import curve_table, parse_point, plot_curve
+
+ROW = {"teacher_games": 600, "sft_steps": 120, "kept_games": 375, "epochs": 2.56,
+       "sft_loss_last": 0.0512, "sft_minutes": 28.04, "eval_minutes": 4.0, "draw": 0.3,
+       "invalid": 0.125, "mistakes": 1.234, "format": 1.0}  # fmt: skip
+
+
+def test_a_point_is_games_colon_steps():
+    assert parse_point("600:30") == (600, 30)
+    for bad in ("600", "600:", ":30", "0:30", "600:-1", "a:b"):
+        with pytest.raises(argparse.ArgumentTypeError, match="GAMES:STEPS"):
+            parse_point(bad)
+
+
+def test_the_table_gives_each_rate_with_its_interval_and_marks_a_reused_student():
+    reused = {**ROW, "teacher_games": 600, "sft_steps": 30, "sft_minutes": None, "mistakes": None}
+    lines = curve_table([ROW, reused], games=200).splitlines()
+    # sorted by games then steps; 60 of 200 draws -> Wilson (0.241, 0.367)
+    assert lines[2] == "| 600 (375) | 30 | 2.6 | 0.051 | - | 30.0 (24-37) | 12.5 | - |"
+    assert lines[3] == "| 600 (375) | 120 | 2.6 | 0.051 | 28.0 | 30.0 (24-37) | 12.5 | 1.23 |"
+
+
+def test_the_plot_is_written(tmp_path):
+    rows = [ROW, {**ROW, "sft_steps": 30, "draw": 0.15}, {**ROW, "teacher_games": 2400}]
+    plot_curve(rows, teacher_draw=0.405, out_path=tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 10_000
