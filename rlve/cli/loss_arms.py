@@ -1,0 +1,103 @@
+"""The registered losses side by side on one real-model task, same seeds and rollouts per step.
+
+    python -m rlve.cli.loss_arms --losses cispo gspo gmpo dr_grpo grpo dapo --seeds 0 1 2
+
+Every arm is the SmolLM2 curriculum setup's adaptive run (rlve.cli.curriculum_arms: the same
+warm-up, 40 steps of 8 problems x 8 rollouts on rlve/sorting_fine with the RLVE window, accuracy
+per level on the same held-out problems before and after) with `algorithm=<loss>`, so only the
+loss, its clip range and its advantage normalisation differ. DAPO's dynamic sampling and its
+TIS cap are turned off, so that every arm trains the same number of rollouts per step with the
+ratio taken against the sampler. The table adds what each loss acted on: the share of clipped
+tokens, the ratios' range (the sampler runs vLLM in bf16, the trainer its own kernels: with one
+update per step the ratio measures nothing else) and the log-prob gap to the sampler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import replace
+from pathlib import Path
+from statistics import fmean
+
+from rlve.cli.curriculum_arms import SETUPS, accuracies, experiment
+from rlve.cli.experiment import Arm, RunResult, run_experiment
+
+LOSSES = ("cispo", "gspo", "gmpo", "dr_grpo", "grpo", "dapo")
+SAME_ROLLOUTS = {"dapo": ("rollout.dynamic_sampling=false", "trainer.tis_cap=null")}
+"""per loss, the overrides that keep its rollouts per step and its ratio the other arms'"""
+RUN_METRICS = {
+    "clipped tokens %": ("train/clip_frac", 100),
+    "ratio min": ("train/ratio_min", 1),
+    "ratio max": ("train/ratio_max", 1),
+    "|logp - sampler logp| mean": ("sampling/logprob_diff_mean", 1),
+    "reward, last 5 steps": ("reward/mean", 1),
+}
+"""table column -> (metrics.jsonl name, scale), each averaged over the run's steps (the reward
+over its last 5)"""
+
+
+def loss_arm(loss: str) -> Arm:
+    return Arm(loss, ("+experiment=sorting_fine_adaptive", f"algorithm={loss}",
+                      *SAME_ROLLOUTS.get(loss, ()), "logging.wandb_mode=disabled"))  # fmt: skip
+
+
+def run_means(rows: list[dict]) -> dict[str, float]:
+    """RUN_METRICS of one run from its metrics rows (nan where the run did not log one)."""
+    means = {}
+    for column, (name, scale) in RUN_METRICS.items():
+        steps = rows[-5:] if column.startswith("reward") else rows
+        values = [r[name] for r in steps if r.get(name) is not None]
+        means[column] = scale * fmean(values) if values else math.nan
+    return means
+
+
+def losses_table(results: list[RunResult]) -> str:
+    """Markdown: the warm-up's start, then per loss the accuracy at the levels either end of the
+    runs reached and RUN_METRICS, each mean [min-max] over seeds."""
+    from rlve.cli.compare import mean_and_range
+
+    levels = [d for d in sorted(accuracies(results[0].before))
+              if any(accuracies(r.after)[d] > 0.05 for r in results)] or [0]  # fmt: skip
+    header = ["loss", "seeds", *(f"acc d={d}" for d in levels), *RUN_METRICS, "minutes"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    first = [r for r in results if r.arm == results[0].arm]
+    start = [f"{fmean(accuracies(r.before)[d] for r in first):.2f}" for d in levels]
+    lines.append("| " + " | ".join(["SFT start", "-", *start] + ["-"] * (len(RUN_METRICS) + 1))
+                 + " |")  # fmt: skip
+    for loss in dict.fromkeys(r.arm for r in results):
+        runs = [r for r in results if r.arm == loss]
+        cells = [loss, str(len(runs))]
+        cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in levels]
+        for column in RUN_METRICS:
+            values = [r.summary[column] for r in runs if not math.isnan(r.summary[column])]
+            cells.append(mean_and_range(values) if values else "-")
+        cells.append(mean_and_range([r.minutes for r in runs], digits=0))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from rlve.config import TrainerConfig
+    from rlve.models.precision import resolve_dtype
+
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
+    parser.add_argument("--losses", nargs="+", choices=LOSSES, default=list(LOSSES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=Path("runs/loss_arms"))
+    parser.add_argument("--table-only", action="store_true",
+                        help="train nothing: tabulate the runs already finished")  # fmt: skip
+    args = parser.parse_args(argv)
+    setup = SETUPS["smollm2"]
+    setup = replace(setup, dtype=resolve_dtype(setup.dtype, TrainerConfig().device))
+    runs = replace(experiment(setup), name="losses", arms=[loss_arm(x) for x in args.losses],
+                   from_metrics=run_means)  # fmt: skip
+    results = run_experiment(runs, args.out, args.seeds, table=losses_table,
+                             train=not args.table_only)  # fmt: skip
+    print(f"\n{setup.env}, {setup.model}, accuracy on {setup.eval_problems} problems per level:\n")
+    print(losses_table(results))
+
+
+if __name__ == "__main__":  # vLLM and the verifier pool start processes that re-import this file
+    main()

@@ -1,0 +1,51 @@
+"""The loss comparison's arms, per-run numbers and table (the runs are the curriculum's)."""
+
+import math
+
+import pytest
+
+from rlve.cli.experiment import RunResult
+from rlve.cli.loss_arms import LOSSES, loss_arm, losses_table, run_means
+from rlve.train import load_run_config
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_every_arm_trains_its_loss_on_the_same_rollouts_against_the_sampler(loss):
+    config = load_run_config(list(loss_arm(loss).overrides))
+    assert config.trainer.loss == loss
+    assert config.trainer.old_logprobs == "sampler"
+    assert config.trainer.tis_cap is None
+    assert not config.rollout.dynamic_sampling
+    assert (config.rollout.groups_per_step, config.rollout.group_size) == (8, 8)
+    assert config.trainer.max_steps == 40
+
+
+def test_run_means_average_every_step_and_the_reward_over_the_last_five():
+    rows = [{"train/clip_frac": 0.01 * i, "reward/mean": float(i), "train/ratio_min": 0.5,
+             "train/ratio_max": 1.5} for i in range(10)]  # fmt: skip
+    means = run_means(rows)
+    assert means["clipped tokens %"] == pytest.approx(4.5)  # 100 x mean(0.00 .. 0.09)
+    assert means["reward, last 5 steps"] == pytest.approx(7.0)  # mean(5 .. 9)
+    assert (means["ratio min"], means["ratio max"]) == (0.5, 1.5)
+    assert math.isnan(means["|logp - sampler logp| mean"])  # never logged
+
+
+def result(loss: str, seed: int, after0: float, clip: float, minutes: float) -> RunResult:
+    summary = {"clipped tokens %": clip, "ratio min": 0.6, "ratio max": 1.4,
+               "|logp - sampler logp| mean": math.nan, "reward, last 5 steps": 0.5}  # fmt: skip
+    before = {"acc d=0": 0.1, "acc d=1": 0.0, "acc d=2": 0.0}
+    after = {"acc d=0": after0, "acc d=1": 0.2, "acc d=2": 0.0}
+    return RunResult(loss, seed, before, after, summary, minutes, {})
+
+
+def test_the_table_shows_the_levels_some_run_learned_with_the_spread_over_seeds():
+    results = [result("cispo", 0, 0.5, 0.0, 18.0), result("cispo", 1, 0.6, 0.0, 20.0),
+               result("grpo", 0, 0.4, 3.0, 19.0)]  # fmt: skip
+    lines = losses_table(results).splitlines()
+    assert lines[0].startswith("| loss | seeds | acc d=0 | acc d=1 | clipped tokens % |")
+    assert lines[2] == "| SFT start | - | 0.10 | 0.00 | - | - | - | - | - | - |"
+    assert lines[3] == (
+        "| cispo | 2 | 0.55 [0.50-0.60] | 0.20 [0.20-0.20] | 0.00 [0.00-0.00] "
+        "| 0.60 [0.60-0.60] | 1.40 [1.40-1.40] | - | 0.50 [0.50-0.50] | 19 [18-20] |"
+    )
+    assert lines[4] == "| grpo | 1 | 0.40 | 0.20 | 3.00 | 0.60 | 1.40 | - | 0.50 | 19 |"
