@@ -386,8 +386,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="how the messages show the board (RecipeSize.board)")  # fmt: skip
     parser.add_argument("--demo", action="store_true",
                         help="`make demo`'s sizes (SmolLM2, 30 SFT, 6 RL steps)")  # fmt: skip
+    parser.add_argument("--teacher-games", type=int, help="RecipeSize.teacher_games")
+    parser.add_argument("--sft-steps", type=int, help="RecipeSize.sft_steps")
     args = parser.parse_args(argv)
     size = DEMO if args.demo else SIZES[args.model]
+    if args.teacher_games:
+        size = replace(size, teacher_games=args.teacher_games)
+    if args.sft_steps:
+        size = replace(size, sft_steps=args.sft_steps)
     if args.invalid_penalty:
         size = replace(size, invalid_penalty=args.invalid_penalty)
     if args.board:
