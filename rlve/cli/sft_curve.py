@@ -95,26 +95,36 @@ def curve_table(rows: list[dict], games: int) -> str:
     return "\n".join(lines)
 
 
-def plot_curve(rows: list[dict], teacher_draw: float, out_path: Path) -> None:
+def plot_curve(rows: list[dict], teacher_draw: float, games: int, out_path: Path) -> None:
+    """Draws (with their 95% intervals over `games` games) and invalid-move games against the
+    SFT steps, one line per number of teacher games, the teacher's draws dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from rlve.evaluation import wilson_interval
+
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for games in sorted({r["teacher_games"] for r in rows}):
-        line = sorted(
-            (r for r in rows if r["teacher_games"] == games), key=lambda r: r["sft_steps"]
-        )
+    for games_played in sorted({r["teacher_games"] for r in rows}):
+        line = [r for r in rows if r["teacher_games"] == games_played]
+        line.sort(key=lambda r: r["sft_steps"])
         steps = [r["sft_steps"] for r in line]
-        axes[0].plot(steps, [100 * r["draw"] for r in line], "o-", label=f"{games} teacher games")
-        axes[1].plot(
-            steps, [100 * r["invalid"] for r in line], "o-", label=f"{games} teacher games"
-        )
+        draws = [100 * r["draw"] for r in line]
+        bounds = [wilson_interval(r["draw"], games) for r in line]
+        error = [[d - 100 * low for d, (low, _) in zip(draws, bounds, strict=True)],
+                 [100 * high - d for d, (_, high) in zip(draws, bounds, strict=True)]]  # fmt: skip
+        label = f"{games_played} teacher games"
+        axes[0].errorbar(steps, draws, yerr=error, fmt="o-", capsize=3, label=label)
+        axes[1].plot(steps, [100 * r["invalid"] for r in line], "o-", label=label)
     axes[0].axhline(100 * teacher_draw, color="grey", linestyle="--", label="teacher")
-    axes[0].set(xlabel="SFT steps", ylabel="draws vs optimal %", xscale="log")
-    axes[1].set(xlabel="SFT steps", ylabel="games with an invalid move %", xscale="log")
+    axes[0].set(ylabel="draws vs optimal % (95% interval)", ylim=(0, None))
+    axes[1].set(ylabel="games with an invalid move %", ylim=(0, None))
+    ticks = sorted({r["sft_steps"] for r in rows})
     for ax in axes:
+        ax.set(xlabel="SFT steps", xscale="log")
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
         ax.legend()
     figure.tight_layout()
     figure.savefig(out_path)
@@ -143,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     table = curve_table(rows, DEMO.eval_games)
     write_text_atomically(args.out / "table.md", table + "\n")
     teacher = teacher_scores(args.out, DEMO)["optimal/game/draw"]
-    plot_curve(rows, teacher, args.out / "curve.png")
+    plot_curve(rows, teacher, DEMO.eval_games, args.out / "curve.png")
     print(table)
 
 

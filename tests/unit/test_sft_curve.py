@@ -29,5 +29,5 @@ def test_the_table_gives_each_rate_with_its_interval_and_marks_a_reused_student(
 
 def test_the_plot_is_written(tmp_path):
     rows = [ROW, {**ROW, "sft_steps": 30, "draw": 0.15}, {**ROW, "teacher_games": 2400}]
-    plot_curve(rows, teacher_draw=0.405, out_path=tmp_path / "curve.png")
+    plot_curve(rows, teacher_draw=0.405, games=200, out_path=tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 10_000
