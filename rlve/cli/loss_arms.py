@@ -8,8 +8,8 @@ per level on the same held-out problems before and after) with `algorithm=<loss>
 loss, its clip range and its advantage normalisation differ. DAPO's dynamic sampling and its
 TIS cap are turned off, so that every arm trains the same number of rollouts per step with the
 ratio taken against the sampler. The table adds what each loss acted on: the share of clipped
-tokens, the ratios' range (the sampler runs vLLM in bf16, the trainer its own kernels: with one
-update per step the ratio measures nothing else) and the log-prob gap to the sampler.
+tokens and the range of the token and sequence ratios (the sampler runs vLLM in bf16, the
+trainer its own kernels: with one update per step the ratio measures nothing else).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ SAME_ROLLOUTS = {"dapo": ("rollout.dynamic_sampling=false", "trainer.tis_cap=nul
 """per loss, the overrides that keep its rollouts per step and its ratio the other arms'"""
 RUN_METRICS = {
     "clipped tokens %": ("train/clip_frac", 100),
-    "ratio min": ("train/ratio_min", 1),
-    "ratio max": ("train/ratio_max", 1),
-    "|logp - sampler logp| mean": ("sampling/logprob_diff_mean", 1),
+    "token ratio min": ("train/ratio_min", 1),
+    "token ratio max": ("train/ratio_max", 1),
+    "sequence ratio min": ("train/sequence_ratio_min", 1),
+    "sequence ratio max": ("train/sequence_ratio_max", 1),
     "reward, last 5 steps": ("reward/mean", 1),
 }
 """table column -> (metrics.jsonl name, scale), each averaged over the run's steps (the reward
@@ -70,7 +71,8 @@ def losses_table(results: list[RunResult]) -> str:
         cells = [loss, str(len(runs))]
         cells += [mean_and_range([accuracies(r.after)[d] for r in runs]) for d in levels]
         for column in RUN_METRICS:
-            values = [r.summary[column] for r in runs if not math.isnan(r.summary[column])]
+            values = [r.summary.get(column, math.nan) for r in runs]
+            values = [v for v in values if not math.isnan(v)]
             cells.append(mean_and_range(values) if values else "-")
         cells.append(mean_and_range([r.minutes for r in runs], digits=0))
         lines.append("| " + " | ".join(cells) + " |")
