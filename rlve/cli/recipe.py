@@ -27,7 +27,6 @@ from pathlib import Path
 from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
 from rlve.cli.stage_clock import stage
 
-STAGE_NAMES = {"teacher": "teacher", "sft": "SFT student", "rl": "RL student"}
 OPPONENTS = {"optimal": 0.0, "random": 1.0}
 """evaluation opponents: their random-move probability"""
 EVAL_DATA_SEED = 12_345
@@ -272,66 +271,6 @@ def wdl(scores: dict[str, float], opponent: str) -> str:
     return "/".join(f"{100 * scores[f'{opponent}/game/{k}']:.1f}" for k in ("win", "draw", "loss"))
 
 
-# ---------------------------------------------------------------- the table
-
-
-TABLE_COLUMNS = (
-    ("vs optimal W/D/L %", "optimal", ("win", "draw", "loss"), 100),
-    ("vs random W/D/L %", "random", ("win", "draw", "loss"), 100),
-    ("games with an invalid move % (opt/rand)", None, ("invalid",), 100),
-    ("invalid moves per game (opt/rand)", None, ("invalid_moves",), 1),
-    ("mistakes per game (opt/rand)", None, ("mistakes",), 1),
-    ("format % (opt/rand)", None, ("format",), 100),
-)
-"""(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage).
-A mistake gives up a won or drawn result (tictactoe's `game.mistake_kind`)."""
-
-
-def cell(values: list[float], scale: float, games: int | None) -> str:
-    """`scale` x the mean over seeds with its [min-max]; one seed alone with its 95% interval
-    (Wilson, over `games` games) in parentheses when the value is a rate; "-" when a run did
-    not measure it (results stored before the metric existed)."""
-    from rlve.cli.compare import mean_and_range
-    from rlve.evaluation import wilson_interval
-
-    if None in values:
-        return "-"
-    digits = 1 if scale == 100 else 2
-    if len(values) > 1 or games is None or scale != 100:
-        return mean_and_range([scale * v for v in values], digits=digits)
-    low, high = wilson_interval(values[0], games)
-    return f"{100 * values[0]:.1f} ({100 * low:.0f}-{100 * high:.0f})"
-
-
-def table_rows(results: list[RunResult], teacher: dict[str, float]):
-    """(row name, key -> the values over seeds): the teacher (scripted: its own evaluation), the
-    SFT student (as the first arm's runs scored it before their first step) and one RL student
-    per arm (named after it when there are several)."""
-    arms = list(dict.fromkeys(r.arm for r in results))
-    first = [r for r in results if r.arm == arms[0]]
-    yield STAGE_NAMES["teacher"], lambda key: [teacher.get(key)]
-    yield STAGE_NAMES["sft"], lambda key: [r.before.get(key) for r in first]
-    for arm in arms:
-        runs = [r for r in results if r.arm == arm]
-        name = STAGE_NAMES["rl"] + (f" ({arm})" if len(arms) > 1 else "")
-        yield name, lambda key, runs=runs: [r.after.get(key) for r in runs]
-
-
-def results_table(results: list[RunResult], teacher: dict[str, float], games: int) -> str:
-    """Markdown: one row per stage (an RL row per arm), mean [min-max] over the seeds' results
-    (the teacher is scripted: one row of its own evaluation)."""
-    header = ["model", *(title for title, *_ in TABLE_COLUMNS)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name, values in table_rows(results, teacher):
-        cells = []
-        for _, opponent, metrics, scale in TABLE_COLUMNS:
-            opponents = (opponent,) if opponent else tuple(OPPONENTS)
-            cells.append(" / ".join(cell(values(f"{o}/game/{m}"), scale, games)
-                                    for o in opponents for m in metrics))  # fmt: skip
-        lines.append("| " + " | ".join([name, *cells]) + " |")
-    return "\n".join(lines)
-
-
 TRAINING_METRICS = ["reward/mean", "game/invalid", "game/invalid_moves", "game/draw", "game/win",
                     "game/mistakes", "train/clip_frac", "train/ratio_max"]  # fmt: skip
 """the RL runs' curves drawn in training.png"""
@@ -352,6 +291,8 @@ def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("c
     print_stage(f"teacher (minimax, {size.teacher_noise:.0%} noise)", teacher)
 
     def table(results: list[RunResult]) -> str:
+        from rlve.cli.recipe_table import results_table
+
         return results_table(results, teacher, size.eval_games)
 
     results = run_experiment(experiment(size, arms), out, seeds, table=table, train=train)

@@ -14,9 +14,9 @@ from rlve.cli.recipe import (
     TINY,
     evaluation_env,
     experiment,
-    results_table,
     sft_student,
 )
+from rlve.cli.recipe_table import results_table
 from rlve.envs.tictactoe.prompts import COMPACT
 from rlve.train import load_run_config
 
