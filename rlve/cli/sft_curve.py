@@ -75,7 +75,7 @@ def measure_point(out: Path, size: RecipeSize) -> dict[str, float]:
 
 
 def curve_table(rows: list[dict], games: int) -> str:
-    from rlve.evaluation import wilson_interval
+    from rlve.cli.recipe_table import cell
 
     lines = [
         "| teacher games (kept) | SFT steps | epochs | last loss | SFT min | draws vs optimal % "
@@ -83,14 +83,12 @@ def curve_table(rows: list[dict], games: int) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(rows, key=lambda r: (r["teacher_games"], r["sft_steps"])):
-        low, high = wilson_interval(r["draw"], games)
-        mistakes = "-" if r["mistakes"] is None else f"{r['mistakes']:.2f}"
         minutes = "-" if r["sft_minutes"] is None else f"{r['sft_minutes']:.1f}"
         lines.append(
             f"| {r['teacher_games']} ({r['kept_games']}) | {r['sft_steps']} | {r['epochs']:.1f} "
             f"| {r['sft_loss_last']:.3f} | {minutes} "
-            f"| {100 * r['draw']:.1f} ({100 * low:.0f}-{100 * high:.0f}) "
-            f"| {100 * r['invalid']:.1f} | {mistakes} |"
+            f"| {cell([r['draw']], 100, games)} | {cell([r['invalid']], 100, None)} "
+            f"| {cell([r['mistakes']], 1, None)} |"
         )
     return "\n".join(lines)
 
