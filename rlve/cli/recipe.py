@@ -25,10 +25,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
+from rlve.cli.recipe_table import OPPONENTS, results_table
 from rlve.cli.stage_clock import stage
 
-OPPONENTS = {"optimal": 0.0, "random": 1.0}
-"""evaluation opponents: their random-move probability"""
 EVAL_DATA_SEED = 12_345
 """seed of the evaluation games: never a training seed, the same for every stage and seed"""
 TEACHER_SEED = 0
@@ -291,8 +290,6 @@ def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("c
     print_stage(f"teacher (minimax, {size.teacher_noise:.0%} noise)", teacher)
 
     def table(results: list[RunResult]) -> str:
-        from rlve.cli.recipe_table import results_table
-
         return results_table(results, teacher, size.eval_games)
 
     results = run_experiment(experiment(size, arms), out, seeds, table=table, train=train)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from rlve.cli.experiment import RunResult
-from rlve.cli.recipe import OPPONENTS
 
+OPPONENTS = {"optimal": 0.0, "random": 1.0}
+"""evaluation opponents: their random-move probability"""
 STAGE_NAMES = {"teacher": "teacher", "sft": "SFT student", "rl": "RL student"}
 
 TABLE_COLUMNS = (
