@@ -71,6 +71,9 @@ class Trajectory:
     shaping: float = 0.0
     """added to `reward` for training only (DAPO's overlong penalty): advantages are computed
     from `trained_reward`"""
+    turn_shaping: list[float] = field(default_factory=list)
+    """per model turn, the part of `shaping` it earned (its own overlong penalty): per-turn
+    credit charges it at that turn; empty when nothing was shaped"""
     metrics: dict[str, float] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     stop_reason: str = ""

@@ -11,7 +11,7 @@ from rlve.algorithms.kl import kl_penalty
 from rlve.algorithms.loss_inputs import TIS_MODES, check_hyperparameters
 from rlve.algorithms.loss_registry import LOSSES, LossTerms, find_loss, register_loss
 from rlve.algorithms.losses import LossStats, policy_loss, token_mean
-from rlve.algorithms.overlong import overlong_penalty
+from rlve.algorithms.overlong import overlong_penalty, turn_overlong_penalties
 from rlve.algorithms.schedule import SCHEDULES, lr_multiplier
 from rlve.algorithms.sequence_losses import sequence_means  # and registers "gspo", "gmpo"
 
@@ -29,6 +29,7 @@ __all__ = [
     "kl_penalty",
     "lr_multiplier",
     "overlong_penalty",
+    "turn_overlong_penalties",
     "policy_loss",
     "register_loss",
     "sequence_means",

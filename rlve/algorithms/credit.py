@@ -46,13 +46,17 @@ def _turn_token_advantages(
     rollouts: Sequence[Trajectory], gamma: float, std_normalize: bool, positions: bool
 ) -> list[list[float]]:
     """Each trajectory's per-token advantages from its turns' returns; the rubric's reward is the
-    episode's, its turn rewards say when it was earned."""
+    episode's, its turn rewards (and each turn's overlong shaping) say when it was earned."""
     returns = []
     for t in rollouts:
-        earned = t.turn_rewards or [0.0] * len(t.turn_spans)
-        if len(earned) != len(t.turn_spans):
-            raise ValueError(f"a trajectory of {t.env_name} has {len(t.turn_spans)} sampled turns "
-                             f"but {len(earned)} turn rewards")  # fmt: skip
+        turns = len(t.turn_spans)
+        rewards, shaping = t.turn_rewards or [0.0] * turns, t.turn_shaping or [0.0] * turns
+        if not len(rewards) == len(shaping) == turns:
+            raise ValueError(
+                f"a trajectory of {t.env_name} has {turns} sampled turns but {len(rewards)} "
+                f"turn rewards and {len(shaping)} turn shapings"
+            )
+        earned = [r + s for r, s in zip(rewards, shaping, strict=True)]
         returns.append(turn_returns(earned, t.trained_reward, gamma))
     keys = None
     if positions:

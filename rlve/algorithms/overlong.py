@@ -24,3 +24,12 @@ def overlong_penalty(length: int, max_len: int, buffer_len: int) -> float:
     if exceed <= 0:
         return 0.0
     return -min(exceed / buffer_len, 1.0)
+
+
+def turn_overlong_penalties(
+    turn_spans: list[tuple[int, int]], max_len: int, buffer_len: int
+) -> list[float]:
+    """`overlong_penalty` of each turn's length (a span's end - start), in turn order.
+
+    Example: spans of 30 and 50 tokens, max_len 48, buffer 16 -> [0.0, -1.0]."""
+    return [overlong_penalty(end - start, max_len, buffer_len) for start, end in turn_spans]

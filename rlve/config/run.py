@@ -47,7 +47,8 @@ class RolloutConfig:
     oversample: float = 1.0
     """with dynamic sampling, each refill asks for missing * oversample groups; >= 1"""
     overlong_buffer: int | None = None
-    """DAPO overlong shaping: penalise completions in the last N tokens before max_tokens"""
+    """DAPO overlong shaping: penalise completions in the last N tokens before max_tokens (each
+    turn of a multi-turn episode on its own, charged at that turn under trainer.credit=turn)"""
     generate_time_limit_s: float | None = 300.0
     """longest wait for one generated problem (`make_example`); past it, or when the generator
     raises, the problem is replaced and counted under faults/generator_error (the hung call is left

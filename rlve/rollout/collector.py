@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlve.algorithms import filter_groups, overlong_penalty
+from rlve.algorithms import filter_groups, turn_overlong_penalties
 from rlve.config import RolloutConfig
 from rlve.inference.engine import Engine, PromptTokenCounts
 from rlve.reliability.kill_points import kill_point
@@ -135,7 +135,8 @@ class BatchCollector:
         )
 
     def _shape_overlong(self, groups: list[RolloutGroup]) -> None:
-        """DAPO overlong shaping: a penalty for turns that ran into the last tokens of the limit."""
+        """DAPO overlong shaping: each turn that ran into the last tokens of the limit pays its own
+        penalty, at that turn under per-turn credit."""
         buffer = self.config.overlong_buffer
         if buffer is None:
             return
@@ -145,10 +146,9 @@ class BatchCollector:
             for t in (p for g in group.trajectories for p in [g, *g.seats]):  # seats: theirs
                 if not t.turn_spans:
                     continue
-                longest = max(end - start for start, end in t.turn_spans)
-                penalty = overlong_penalty(longest, limit, min(buffer, limit))
-                t.shaping += penalty
-                t.metrics["reward/overlong_penalty"] = penalty
+                t.turn_shaping = turn_overlong_penalties(t.turn_spans, limit, min(buffer, limit))
+                t.shaping += sum(t.turn_shaping)
+                t.metrics["reward/overlong_penalty"] = sum(t.turn_shaping)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -61,6 +61,7 @@ def test_dynamic_sampling_reads_the_task_reward_not_the_overlong_penalty():
     c.close()
     assert {t.reward for g in batch.played for t in g.trajectories} == {-0.5}
     assert len({t.shaping for g in batch.played for t in g.trajectories}) > 1
+    assert all(t.turn_shaping == [t.shaping] for g in batch.played for t in g.trajectories)
     assert (batch.groups, batch.effective_prompt_ratio) == ([], 0.0)
     metrics = step_metrics(batch, c.sampler, waited_s=0.0)
     assert (metrics["env/rlve/sorting/reward"], metrics["reward/mean"]) == (-0.5, -0.5)

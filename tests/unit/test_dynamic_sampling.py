@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlve.algorithms import filter_groups, overlong_penalty
+from rlve.algorithms import filter_groups, overlong_penalty, turn_overlong_penalties
 from rlve.types import RolloutGroup, Trajectory
 
 
@@ -62,3 +62,10 @@ def test_overlong_rejects_buffer_outside_range(buffer_len):
 def test_overlong_rejects_negative_length():
     with pytest.raises(ValueError, match="length must be >= 0, got -1"):
         overlong_penalty(-1, max_len=100, buffer_len=20)
+
+
+def test_each_turn_pays_its_own_overlong_penalty():
+    # limit 48, buffer 16: the safe zone ends at 32 tokens; 40 is half-way (-0.5), 50 past (-1)
+    spans = [(10, 40), (50, 90), (100, 150)]  # 30, 40 and 50 tokens
+    assert turn_overlong_penalties(spans, max_len=48, buffer_len=16) == [0.0, -0.5, -1.0]
+    assert turn_overlong_penalties([], max_len=48, buffer_len=16) == []

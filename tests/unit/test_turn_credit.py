@@ -143,3 +143,23 @@ def test_turn_positions_are_the_conversation_before_the_turn():
     assert [s.advantages()[2] for s in sequences] == [0.0, 0.0, 0.0]
     by_index = sequences_from_groups([group], std_normalize=False, turn_gamma=0.0).sequences
     assert [s.advantages()[5] for s in by_index] == pytest.approx([2 / 3, -1 / 3, -1 / 3])
+
+
+def test_a_turn_s_overlong_penalty_is_charged_at_that_turn():
+    """Two drawn games (0.5), gamma 0. A's first answer ran past the limit: its overlong
+    shaping, -1, belongs to turn 0. A's returns: [-1, 0.5 - 1 - (-1)] = [-1, 0.5]; B's [0, 0.5].
+    Turn 0: mean -0.5 -> -0.5, +0.5; turn 1: equal -> 0. Left to the last turn, the penalty
+    would have blamed A's second move and spared the first."""
+    from rlve.algorithms.train_sequences import sequences_from_groups
+    from rlve.types import RolloutGroup, Trajectory
+
+    def rollout(turn_shaping):
+        return Trajectory(prompt=[], completion=[], token_ids=[1, 2, 3, 4, 5, 6, 7],
+                          loss_mask=[0, 0, 1, 1, 0, 1, 1], turn_spans=[(2, 4), (5, 7)],
+                          reward=0.5, shaping=sum(turn_shaping), turn_shaping=turn_shaping,
+                          num_turns=2)  # fmt: skip
+
+    group = RolloutGroup(0, "game", [rollout([-1.0, 0.0]), rollout([])])
+    sequences = sequences_from_groups([group], std_normalize=False, turn_gamma=0.0).sequences
+    assert [s.advantages() for s in sequences] == [
+        [0.0, 0.0, -0.5, -0.5, 0.0, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0]]  # fmt: skip
