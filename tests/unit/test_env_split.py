@@ -61,6 +61,20 @@ def test_no_held_out_environment_is_trained_on_warmed_up_on_or_scored_as_in_dist
     assert not held_out & set(FORMAT_ENVS)  # the warm-up's environments
 
 
+def test_the_committed_split_is_the_rule_s_on_the_committed_screening():
+    """docs/results/env_scaling/split.json was made by `make_split` from screening.json (and not
+    edited by hand), and keeps its held-out environments out of every collection and warm-up."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "docs" / "results" / "env_scaling"
+    committed = json.loads((results / "split.json").read_text())
+    _, remade = make_split(env_scaling.read_screening(results / "screening.json"))
+    assert committed == remade
+    held_out = set(committed["held_out"])
+    assert held_out and not held_out & set(FORMAT_ENVS)
+    assert all(not held_out & set(c) for c in committed["collections"].values())
+
+
 def test_candidates_are_every_family_but_the_warm_up_s_environments():
     names = env_scaling.candidates()
     assert not set(names) & set(FORMAT_ENVS)
