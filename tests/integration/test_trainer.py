@@ -316,6 +316,54 @@ def sampled_at(trainer, group, shift: float = 0.0):
     return group
 
 
+# Completion A (3 of the group's 12 trained tokens) sampled 1 nat below the trainer: r = e per
+# token, A's product e^3, its geometric mean e; the other 9 tokens at r = 1. With tis_cap 2 each
+# level corrects A's 3 tokens (one sequence of four), and nothing else.
+@pytest.mark.parametrize("level", ["token", "sequence", "geometric"])
+@pytest.mark.parametrize("mode", ["truncate", "mask"])
+def test_one_step_with_each_sampler_correction_corrects_exactly_the_off_tokens(level, mode):
+    trainer = Trainer(TrainerConfig(lr=1e-2, tis_cap=2.0, tis_level=level, tis_mode=mode))
+    group = sampled_at(trainer, make_group())
+    off = group.trajectories[0]
+    # 1 nat lower on its sampled tokens (mask 1), 0.0 elsewhere as before
+    off.sampler_logprobs = [
+        lp - m for lp, m in zip(off.sampler_logprobs, off.loss_mask, strict=True)
+    ]
+    before = trainable(trainer)
+    metrics = trainer.train_step([group])
+    acted = "sampling/tis_truncated_frac" if mode == "truncate" else "sampling/tis_masked_frac"
+    share = metrics[acted]
+    assert share == pytest.approx(3 / 12)
+    assert metrics["sampling/tis_sequence_frac"] == pytest.approx(1 / 4)
+    assert math.isfinite(metrics["train/loss"]) and metrics["train/skipped_steps"] == 0
+    assert any((trainable(trainer)[n] - w).abs().max() > 0 for n, w in before.items())
+
+
+def test_one_step_with_an_entropy_share_trains_only_the_most_uncertain_tokens():
+    # on-policy CISPO: loss = -sum over kept tokens of A log p / 12, A = r - mean: 0.75 for
+    # completion A and -0.25 for the others. Temperature 0.05 spreads the random model's
+    # near-uniform entropies (all about log 2048 at temperature 1) over 0.6-3.3 nats, so that
+    # entropy_quantile 5/12 cuts between the 5th and 6th highest with a wide margin (the four
+    # completions' first tokens share one position and one entropy; they are all kept).
+    temperature, share = 0.05, 5 / 12
+    trainer = Trainer(TrainerConfig(loss="cispo", entropy_quantile=share, temperature=temperature))
+    group = make_group()
+    tokens = []  # (entropy, A log p) of each trained token
+    for trajectory, advantage in zip(group.trajectories, [0.75, -0.25, -0.25, -0.25], strict=True):
+        ids = torch.tensor([trajectory.token_ids])
+        with torch.no_grad():
+            logits = trainer.model(ids).logits[0, :-1].float() / temperature
+        for t in range(len(PROMPT), len(trajectory.token_ids)):
+            row = torch.log_softmax(logits[t - 1], dim=-1)
+            entropy = -(row.exp() * row).sum().item()
+            tokens.append((entropy, advantage * row[trajectory.token_ids[t]].item()))
+    tokens.sort(reverse=True)
+    assert tokens[4][0] - tokens[5][0] > 0.01  # the cut is far from a tie
+    expected = -sum(value for _, value in tokens[:5]) / 12
+    metrics = trainer.train_step([group])
+    assert metrics["train/loss"] == pytest.approx(expected, rel=1e-4)
+
+
 @pytest.mark.parametrize(
     ("loss", "is_cap", "clip_low", "clip_high"),
     [
