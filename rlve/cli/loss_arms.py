@@ -7,9 +7,10 @@ warm-up, 40 steps of 8 problems x 8 rollouts on rlve/sorting_fine with the RLVE 
 per level on the same held-out problems before and after) with `algorithm=<loss>`, so only the
 loss, its clip range and its advantage normalisation differ. DAPO's dynamic sampling and its
 TIS cap are turned off, so that every arm trains the same number of rollouts per step with the
-ratio taken against the sampler. The table adds what each loss acted on: the share of clipped
-tokens and the range of the token and sequence ratios (the sampler runs vLLM in bf16, the
-trainer its own kernels: with one update per step the ratio measures nothing else).
+ratio taken against the sampler (`gspo_recompute`, of PAIRED, takes it against recomputed old
+log-probs instead). The table adds what each loss acted on: the share of clipped tokens and the
+range of the token and sequence ratios (the sampler runs vLLM in bf16, the trainer its own
+kernels: with one update per step the ratio measures nothing else).
 """
 
 from __future__ import annotations
@@ -26,21 +27,33 @@ from rlve.cli.experiment import Arm, RunResult, run_experiment
 LOSSES = ("cispo", "gspo", "gmpo", "dr_grpo", "grpo", "dapo")
 SAME_ROLLOUTS = {"dapo": ("rollout.dynamic_sampling=false", "trainer.tis_cap=null")}
 """per loss, the overrides that keep its rollouts per step and its ratio the other arms'"""
+PAIRED = {
+    "gspo_recompute": ("gspo", ("trainer.old_logprobs=recompute", "trainer.tis_cap=2.0",
+                                "trainer.tis_level=geometric")),
+}  # fmt: skip
+"""arms that pair a loss with another behaviour policy: name -> (loss, overrides). GSPO's
+3e-4 / 4e-4 clip range is made for a ratio that starts at 1, so here the ratio is against
+recomputed old log-probs and the sampler's gap is corrected apart, per sequence (the geometric
+mean of its token ratios, truncated at 2)"""
+ARMS = (*LOSSES, *PAIRED)
 RUN_METRICS = {
     "clipped tokens %": ("train/clip_frac", 100),
     "token ratio min": ("train/ratio_min", 1),
     "token ratio max": ("train/ratio_max", 1),
     "sequence ratio min": ("train/sequence_ratio_min", 1),
     "sequence ratio max": ("train/sequence_ratio_max", 1),
+    "sampler-corrected tokens %": ("sampling/tis_truncated_frac", 100),
     "reward, last 5 steps": ("reward/mean", 1),
 }
 """table column -> (metrics.jsonl name, scale), each averaged over the run's steps (the reward
 over its last 5)"""
 
 
-def loss_arm(loss: str) -> Arm:
-    return Arm(loss, ("+experiment=sorting_fine_adaptive", f"algorithm={loss}",
-                      *SAME_ROLLOUTS.get(loss, ()), "logging.wandb_mode=disabled"))  # fmt: skip
+def loss_arm(name: str) -> Arm:
+    """The arm `name` of ARMS: a loss of LOSSES, or a pairing of PAIRED."""
+    loss, overrides = PAIRED.get(name, (name, SAME_ROLLOUTS.get(name, ())))
+    return Arm(name, ("+experiment=sorting_fine_adaptive", f"algorithm={loss}", *overrides,
+                      "logging.wandb_mode=disabled"))  # fmt: skip
 
 
 def run_means(rows: list[dict]) -> dict[str, float]:
@@ -85,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
-    parser.add_argument("--losses", nargs="+", choices=LOSSES, default=list(LOSSES))
+    parser.add_argument("--losses", nargs="+", choices=ARMS, default=list(LOSSES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("runs/loss_arms"))
     parser.add_argument("--table-only", action="store_true",

@@ -20,6 +20,15 @@ def test_every_arm_trains_its_loss_on_the_same_rollouts_against_the_sampler(loss
     assert config.trainer.max_steps == 40
 
 
+def test_the_paired_gspo_arm_corrects_the_sampler_apart_from_its_ratio():
+    config = load_run_config(list(loss_arm("gspo_recompute").overrides))
+    assert (config.trainer.loss, config.trainer.eps_low, config.trainer.eps_high) == (
+        "gspo", 3e-4, 4e-4)  # fmt: skip
+    assert config.trainer.old_logprobs == "recompute"
+    assert (config.trainer.tis_cap, config.trainer.tis_level) == (2.0, "geometric")
+    assert (config.rollout.groups_per_step, config.rollout.group_size) == (8, 8)
+
+
 def test_run_means_average_every_step_and_the_reward_over_the_last_five():
     ratios = {"train/ratio_min": 0.5, "train/ratio_max": 1.5, "train/sequence_ratio_min": 0.9}
     rows = [{"train/clip_frac": 0.01 * i, "reward/mean": float(i), **ratios} for i in range(10)]
@@ -44,10 +53,11 @@ def test_the_table_shows_the_levels_some_run_learned_with_the_spread_over_seeds(
                result("grpo", 0, 0.4, 3.0, 19.0)]  # fmt: skip
     lines = losses_table(results).splitlines()
     assert lines[0].startswith("| loss | seeds | acc d=0 | acc d=1 | clipped tokens % |")
-    assert lines[2] == "| SFT start | - | 0.10 | 0.00 | - | - | - | - | - | - | - |"
-    # "-": a column a run has as nan (sequence ratio min) or lacks (stored before it existed)
+    assert lines[2] == "| SFT start | - | 0.10 | 0.00 | - | - | - | - | - | - | - | - |"
+    # "-": a column a run has as nan (sequence ratio min) or lacks (stored before it existed,
+    # or the sampler correction, which these arms leave off)
     assert lines[3] == (
         "| cispo | 2 | 0.55 [0.50-0.60] | 0.20 [0.20-0.20] | 0.00 [0.00-0.00] "
-        "| 0.60 [0.60-0.60] | 1.40 [1.40-1.40] | - | - | 0.50 [0.50-0.50] | 19 [18-20] |"
+        "| 0.60 [0.60-0.60] | 1.40 [1.40-1.40] | - | - | - | 0.50 [0.50-0.50] | 19 [18-20] |"
     )
-    assert lines[4] == "| grpo | 1 | 0.40 | 0.20 | 3.00 | 0.60 | 1.40 | - | - | 0.50 | 19 |"
+    assert lines[4] == "| grpo | 1 | 0.40 | 0.20 | 3.00 | 0.60 | 1.40 | - | - | - | 0.50 | 19 |"
