@@ -52,6 +52,8 @@ class LossStats:
     """min over sequences of exp(mean log r), the geometric mean of a sequence's token ratios"""
     sequence_ratio_max: float = 1.0
     """max over sequences of that ratio: with the min, the sequence-level ratio's spread"""
+    entropy_kept_frac: float = 1.0
+    """share of masked tokens that kept their advantage under `trainer.entropy_quantile`"""
 
     @staticmethod
     def combine(stats: Sequence[LossStats]) -> LossStats:
@@ -81,6 +83,7 @@ class LossStats:
             / max(sum(s.num_sequences for s in stats), 1),
             sequence_ratio_min=min(s.sequence_ratio_min for s in stats if s.num_tokens > 0),
             sequence_ratio_max=max(s.sequence_ratio_max for s in stats if s.num_tokens > 0),
+            entropy_kept_frac=weighted("entropy_kept_frac"),
         )
 
 

@@ -7,6 +7,8 @@ the step's sequences; the k3 KL penalty is a token mean over the same count.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
@@ -27,9 +29,11 @@ def micro_batch_loss(
     keeps its advantage."""
     mask = micro.loss_mask
     advantages = micro.advantages
+    kept_frac = 1.0
     if config.entropy_quantile < 1.0:
         kept = high_entropy_mask(entropy, mask, config.entropy_quantile)
         advantages = torch.where(kept, advantages, torch.zeros_like(advantages))
+        kept_frac = float(kept.sum()) / max(float(mask.sum()), 1.0)
     old = micro.old_logprobs if micro.old_logprobs is not None else logp.detach()
     packed = micro.position_ids is not None  # rows hold several sequences
     loss, stats = policy_loss(
@@ -40,6 +44,7 @@ def micro_batch_loss(
         sequence_ids=sequence_ids(micro.position_ids) if packed else None,
         length_norm=config.length_norm,
     )  # fmt: skip
+    stats = replace(stats, entropy_kept_frac=kept_frac)
     if find_loss(config.loss).aggregation == "sequence":  # weight by this share of sequences
         loss = loss * (len(micro.sequence_index) / batch.num_sequences)
     kl_sum = 0.0

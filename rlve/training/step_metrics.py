@@ -19,11 +19,12 @@ Update = tuple[dict[str, float], LossStats | None]
 
 
 def step_metrics(
-    updates: Sequence[Update], sampler: bool, tis_mode: str | None = None
-) -> dict[str, float]:
+    updates: Sequence[Update], sampler: bool, tis_mode: str | None = None,
+    entropy_selection: bool = False,
+) -> dict[str, float]:  # fmt: skip
     """train/* metrics of the step; with `sampler`, the trainer-vs-sampler sampling/* ones too
-    (with a correction on, `tis_mode`: also the share of tokens it masked, or truncated). An
-    update with a
+    (with a correction on, `tis_mode`: also the share of tokens it masked, or truncated); with
+    `entropy_selection`, the share of tokens that kept their advantage. An update with a
     non-finite loss counts in the means (they become NaN) but not in the token statistics,
     and the sampling/* metrics are left out of such a step."""
     if not updates:
@@ -40,6 +41,8 @@ def step_metrics(
         "train/sequence_ratio_min": stats.sequence_ratio_min,
         "train/sequence_ratio_max": stats.sequence_ratio_max,
     })  # fmt: skip
+    if entropy_selection:
+        metrics["train/entropy_kept_frac"] = stats.entropy_kept_frac
     if sampler and all(s is not None for _, s in updates):
         metrics["sampling/logprob_diff_mean"] = stats.logprob_diff_mean
         metrics["sampling/logprob_diff_max"] = stats.logprob_diff_max

@@ -159,6 +159,7 @@ class Trainer:
             updates,
             sampler=compare and all(m.sampler_logprobs is not None for m in micros),
             tis_mode=config.tis_mode if config.tis_cap is not None else None,
+            entropy_selection=config.entropy_quantile < 1.0,
         ))  # fmt: skip
         metrics["train/num_tokens"] = float(sum(b.num_loss_tokens for b in batches))
         idle = sum(not m.sequence_index for m in micros)  # sharded: a rank with less work waits

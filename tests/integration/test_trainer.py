@@ -362,6 +362,7 @@ def test_one_step_with_an_entropy_share_trains_only_the_most_uncertain_tokens():
     expected = -sum(value for _, value in tokens[:5]) / 12
     metrics = trainer.train_step([group])
     assert metrics["train/loss"] == pytest.approx(expected, rel=1e-4)
+    assert metrics["train/entropy_kept_frac"] == pytest.approx(5 / 12)
 
 
 @pytest.mark.parametrize(
