@@ -93,8 +93,9 @@ def init_world(device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[World
         world = World(dist.get_rank(), dist.get_world_size(), _local_rank(), sharded=True)
         return world, _rank_device(device, world)
     if "WORLD_SIZE" not in os.environ:
-        if device.startswith("cuda"):  # CUDA calls without a device (synchronize...) mean this GPU,
-            torch.cuda.set_device(torch.device(device))  # not cuda:0, which may be vLLM's
+        if device.startswith("cuda:"):  # CUDA calls without a device (synchronize...) mean this
+            torch.cuda.set_device(torch.device(device))  # GPU, not cuda:0, which may be vLLM's
+        # plain "cuda" is the current GPU already (set_device refuses a device without an index)
         return World(), device
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     world = World(rank, size, _local_rank(), sharded=True)

@@ -78,3 +78,4 @@ def test_a_one_process_gpu_trainer_makes_its_own_gpu_the_current_one(monkeypatch
     monkeypatch.setattr(torch.cuda, "set_device", current.append)
     assert init_world("cuda:1")[1] == "cuda:1" and current == [torch.device("cuda:1")]
     assert init_world("cpu")[1] == "cpu" and len(current) == 1
+    assert init_world("cuda")[1] == "cuda" and len(current) == 1  # the current GPU, left as it is
