@@ -1,6 +1,7 @@
 """The registered losses side by side on one real-model task, same seeds and rollouts per step.
 
-    python -m rlve.cli.loss_arms --losses cispo gspo gmpo dr_grpo grpo dapo --seeds 0 1 2
+    python -m rlve.cli.loss_arms --seeds 0 1 2                  # every arm: LOSSES and PAIRED
+    python -m rlve.cli.loss_arms --losses cispo gspo --seeds 0     # some of them
 
 Every arm is the SmolLM2 curriculum setup's adaptive run (rlve.cli.curriculum_arms: the same
 warm-up, 40 steps of 8 problems x 8 rollouts on rlve/sorting_fine with the RLVE window, accuracy
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
-    parser.add_argument("--losses", nargs="+", choices=ARMS, default=list(LOSSES))
+    parser.add_argument("--losses", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("runs/loss_arms"))
     parser.add_argument("--table-only", action="store_true",
