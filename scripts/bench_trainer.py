@@ -6,6 +6,7 @@ model is built from a Qwen3Config with random weights (no download) into a tempo
 
     python scripts/bench_trainer.py                       # all cases, CPU
     python scripts/bench_trainer.py --cases tiny-full --steps 5 --device cuda
+    python scripts/bench_trainer.py --cases tiny-full --profile runs/profile   # + op table
 """
 
 from __future__ import annotations
@@ -94,6 +95,23 @@ def peak_memory_mib(device: str) -> dict[str, float]:
     return memory
 
 
+def profiled_step(trainer, groups, path: str) -> dict:
+    """One train step under torch.profiler; its 25 costliest ops by their own time on the
+    device (CPU time on a CPU) are written to `path` as torch's table."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if trainer.config.device.startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as profiler:
+        metrics = trainer.train_step(groups)
+    key = "self_cuda_time_total" if len(activities) > 1 else "self_cpu_time_total"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as table:
+        table.write(profiler.key_averages().table(sort_by=key, row_limit=25))
+    return metrics
+
+
 def run_case(args: argparse.Namespace) -> dict:
     from rlve.config import LoraConfig, TrainerConfig
     from rlve.training.trainer import Trainer
@@ -120,7 +138,10 @@ def run_case(args: argparse.Namespace) -> dict:
     for step in range(args.steps + 1):  # step 0 warms up allocators and kernels
         groups = synthetic_groups(args.groups, args.group_size, args.prompt_len,
                                   args.completion_len, vocab, step, trainer.version)  # fmt: skip
-        metrics = trainer.train_step(groups)
+        if args.profile and step == args.steps:
+            metrics = profiled_step(trainer, groups, os.path.join(args.profile, f"{args.case}.txt"))
+        else:
+            metrics = trainer.train_step(groups)
         if step > 0:
             steps.append(metrics)
     train_s = sum(m["perf/train_s"] for m in steps)
@@ -150,6 +171,9 @@ def main() -> None:
     parser.add_argument("--completion-len", type=int, default=None, help="default per model")
     parser.add_argument("--max-tokens-per-microbatch", type=int, default=1024)
     parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument(
+        "--profile", metavar="DIR", help="profile the last timed step: DIR/<case>.txt"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)  # set in the per-case subprocess
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--build-model-dir", help=argparse.SUPPRESS)
