@@ -3,6 +3,7 @@
     python -m rlve.cli.env_scaling screen --limit 40    # the starting model on each candidate
     python -m rlve.cli.env_scaling split                # held-out list and nested collections
     python -m rlve.cli.env_scaling run --seeds 0 1 2    # one arm per collection, over seeds
+    python -m rlve.cli.env_scaling run --table-only     # table.md and scaling.png of what ran
 
 1. **The starting model**: SmolLM2-135M-Instruct after a short SFT on the `<answer>` contract,
    on reference answers of FORMAT_ENVS only. Those are never candidates, so no warm-up data
@@ -249,18 +250,26 @@ def main(argv: list[str] | None = None) -> None:
                         help="the student: a built-in name, a directory or a hub id")  # fmt: skip
     parser.add_argument("--reward", choices=("shaped", "binary"), default="binary",
                         help="what the arms train on (wrapper.REWARDS)")  # fmt: skip
+    parser.add_argument("--table-only", action="store_true",
+                        help="run: train nothing, tabulate and plot the finished runs")  # fmt: skip
     args = parser.parse_args(argv)
     args.results.mkdir(parents=True, exist_ok=True)
     if args.stage == "run":
+        from omegaconf import OmegaConf
+
         from rlve.cli.experiment import run_experiment, scores_table
+        from rlve.cli.scaling_plot import plot_env_scaling
 
         split_file = args.results / "split.json"
         if not split_file.exists():
             parser.error(f"no {split_file}: run the screen and split stages first")
         stored = json.loads(split_file.read_text())
-        results = run_experiment(experiment(stored, args.reward, args.model),
-                                 args.out / args.reward, args.seeds)  # fmt: skip
+        out = args.out / args.reward
+        results = run_experiment(experiment(stored, args.reward, args.model), out, args.seeds,
+                                 train=not args.table_only)  # fmt: skip
         print(scores_table(results))
+        steps = OmegaConf.load(out / results[0].arm / f"seed{results[0].seed}" / "config.yaml")
+        print(f"wrote {plot_env_scaling(results, steps.trainer.max_steps, out / 'scaling.png')}")
         return
     if args.stage == "split":
         records = read_screening(args.results / "screening.json")
