@@ -164,6 +164,9 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
                        experiment.from_metrics(rows), (time.perf_counter() - began) / 60,
                        settings, during)  # fmt: skip
     write_text_atomically(done, json.dumps(result.__dict__, indent=1))
+    # a finished run never resumes: its checkpoints (weights and optimizer state, about 1.5 GB
+    # each for SmolLM2) would fill the disk over an experiment's runs; model/ stays
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     return result
 
 

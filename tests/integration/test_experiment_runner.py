@@ -50,6 +50,7 @@ def test_arms_over_seeds_are_scored_tabled_plotted_and_not_redone(tmp_path):
     assert table[0] == "| score | start | a | b |"
     assert [row.split(" | ")[0] for row in table[2:]] == ["| reward", "| steps", "| last step"]
     assert (tmp_path / "training.png").stat().st_size > 0
+    assert not any(tmp_path.glob("*/seed*/checkpoints"))  # finished runs keep no checkpoint
 
     # started again: nothing is trained again; with other settings, every run is
     metrics = (tmp_path / "a" / "seed0" / "metrics.jsonl").stat().st_mtime_ns
