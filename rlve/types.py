@@ -184,6 +184,9 @@ class PrefixTree:
     """[B, T] long, aligned with the micro-batch's rows: the node of each token"""
     segments: tuple[Segment, ...]
     """one per sequence with tokens not shared with an earlier one, in node order"""
+    key_index: Tensor
+    """[K] long: the nodes each segment's attention reads, segment after segment, its ancestors'
+    runs then its own nodes (K is the sum of their lengths)"""
 
     @property
     def num_nodes(self) -> int:
@@ -195,6 +198,7 @@ class PrefixTree:
             position_ids=self.position_ids.to(device),
             node_index=self.node_index.to(device),
             segments=self.segments,
+            key_index=self.key_index.to(device),
         )
 
 

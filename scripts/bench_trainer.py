@@ -95,19 +95,46 @@ def peak_memory_mib(device: str) -> dict[str, float]:
     return memory
 
 
+def call_site(event) -> str:
+    """Where a profiled op came from: the backward function it ran in, else the innermost frame of
+    rlve, transformers, peft or torch.optim code above it (its profiler parents)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        name = parent.name
+        if name.startswith("autograd::engine::evaluate_function: "):
+            return "backward: " + name.split(": ", 1)[1]
+        if any(part in name for part in ("rlve/", "transformers/", "peft/", "torch/optim/")):
+            return name.split("site-packages/")[-1]
+        parent = parent.cpu_parent
+    return "?"
+
+
 def profiled_step(trainer, groups, path: str) -> None:
-    """One more train step under torch.profiler, outside the timed ones; its 25 costliest ops by
-    their own time on the device (CPU time on a CPU) are written to `path` as torch's table."""
+    """One more train step under torch.profiler, outside the timed ones. Written to `path`:
+    torch's table of the 25 costliest ops by their own time on the device (CPU time on a CPU),
+    then the 40 costliest (op, call site) pairs (`call_site`), with their calls and share."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = trainer.config.device.startswith("cuda")
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-    with profile(activities=activities) as profiler:
+    with profile(activities=activities, with_stack=True) as profiler:
         trainer.train_step(groups)
     key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    by_site: dict[tuple[str, str], list[float]] = {}
+    for event in profiler.events():
+        if event.name.startswith("aten::"):
+            own = event.self_device_time_total if cuda else event.self_cpu_time_total
+            entry = by_site.setdefault((event.name, call_site(event)), [0, 0.0])
+            entry[0] += 1
+            entry[1] += own
+    total = sum(us for _, us in by_site.values()) or 1.0
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as table:
         table.write(profiler.key_averages().table(sort_by=key, row_limit=25))
+        table.write(f"\n\nThe costliest ops by call site ({'GPU' if cuda else 'CPU'} time)\n")
+        table.write(f"{'share':>6} {'ms':>9} {'calls':>6}  op  <- call site\n")
+        for (op, site), (calls, us) in sorted(by_site.items(), key=lambda kv: -kv[1][1])[:40]:
+            table.write(f"{us / total:6.1%} {us / 1000:9.1f} {calls:6d}  {op}  <- {site}\n")
 
 
 def run_case(args: argparse.Namespace) -> dict:

@@ -63,12 +63,13 @@ def build_prefix_tree(sequences: Sequence[Sequence[int]]) -> PrefixTree:
 
     Example: [[5, 6, 7], [5, 6, 8, 9]] -> nodes [5, 6, 7, 8, 9] at positions [0, 1, 2, 2, 3];
     node_index [0, 1, 2, 0, 1, 3, 4]; segments (0, 3) with no ancestors and (3, 5) after
-    ((0, 2),).
+    ((0, 2),); key_index [0, 1, 2, 0, 1, 3, 4].
     """
     ids: list[int] = []
     positions: list[int] = []
     node_index: list[int] = []
     segments: list[Segment] = []
+    key_index: list[int] = []
     previous: Sequence[int] = []
     path: list[Span] = []
     for tokens in sequences:
@@ -80,6 +81,7 @@ def build_prefix_tree(sequences: Sequence[Sequence[int]]) -> PrefixTree:
         own = (start, len(ids))
         if own[1] > own[0]:
             segments.append(Segment(nodes=own, ancestors=ancestors))
+            key_index += [n for first, end in (*ancestors, own) for n in range(first, end)]
         path = [*ancestors, own]
         node_index += [n for first, end in path for n in range(first, end)]
         previous = tokens
@@ -88,6 +90,7 @@ def build_prefix_tree(sequences: Sequence[Sequence[int]]) -> PrefixTree:
         position_ids=torch.tensor([positions], dtype=torch.long),
         node_index=torch.tensor([node_index], dtype=torch.long),
         segments=tuple(segments),
+        key_index=torch.tensor(key_index, dtype=torch.long),
     )
 
 

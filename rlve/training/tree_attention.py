@@ -14,13 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlve.types import PrefixTree, Segment
-
-
-def _gather(states: Tensor, segment: Segment) -> Tensor:
-    """[B, H, A + L, D]: the ancestors' rows of `states` [B, H, N, D], then the segment's own."""
-    runs = [*segment.ancestors, segment.nodes]
-    return torch.cat([states[:, :, start:end] for start, end in runs], dim=2)
+from rlve.types import PrefixTree
 
 
 def after_prefix_mask(queries: int, prefix: int, device: torch.device) -> Tensor:
@@ -41,21 +35,28 @@ def tree_sdpa(
     """query [1, H, N, D], key and value [1, H_kv, N, D] over the tree's N nodes ->
     [1, H, N, D], each segment attending as described in the module docstring."""
     gqa = query.shape[1] != key.shape[1]
+    own_sizes = [end - start for start, end in (segment.nodes for segment in tree.segments)]
+    read_sizes = [
+        own + sum(end - start for start, end in segment.ancestors)
+        for own, segment in zip(own_sizes, tree.segments, strict=True)
+    ]
+    # One split and one index_select for all segments: their backward passes write each
+    # gradient once, where a slice per segment would add up a zero-filled [1, H, N, D] tensor
+    # per segment, quadratic in the number of sequences.
+    queries = query.split(own_sizes, dim=2)
+    keys = key.index_select(2, tree.key_index).split(read_sizes, dim=2)
+    values = value.index_select(2, tree.key_index).split(read_sizes, dim=2)
     parts = []
-    for segment in tree.segments:
-        start, end = segment.nodes
-        own_query = query[:, :, start:end]
-        if not segment.ancestors:
-            keys, values, mask = key[:, :, start:end], value[:, :, start:end], None
-        else:
-            keys, values = _gather(key, segment), _gather(value, segment)
-            prefix = keys.shape[2] - (end - start)
-            mask = after_prefix_mask(end - start, prefix, query.device)
+    for own_query, keys_read, values_read, own in zip(
+        queries, keys, values, own_sizes, strict=True
+    ):
+        prefix = keys_read.shape[2] - own
+        mask = after_prefix_mask(own, prefix, query.device) if prefix else None
         parts.append(
             F.scaled_dot_product_attention(
                 own_query,
-                keys,
-                values,
+                keys_read,
+                values_read,
                 attn_mask=mask,
                 is_causal=mask is None,
                 scale=scaling,

@@ -38,6 +38,8 @@ def test_a_repeated_sequence_adds_no_node_and_a_branch_reaches_back_across_runs(
     assert tree.input_ids.tolist() == [[5, 6, 7, 8, 1, 2]]
     assert tree.node_index.tolist() == [[0, 1, 2, 0, 1, 3, 0, 1, 3, 0, 1, 3, 4, 5]]
     assert tree.segments[-1] == Segment((4, 6), ((0, 2), (3, 4)))
+    # what each segment's attention reads: [5, 6, 7]; 5, 6, then 8; 5, 6, 8, then 1, 2
+    assert tree.key_index.tolist() == [0, 1, 2, 0, 1, 3, 0, 1, 3, 4, 5]
     assert new_tokens([[5, 6, 7], [5, 6, 8], [5, 6, 8], [5, 6, 8, 1, 2]]) == [3, 1, 0, 2]
 
 

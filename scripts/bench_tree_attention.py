@@ -1,0 +1,129 @@
+"""Attention over a prefix tree, forward and backward: rlve's tree_sdpa against the slice per
+segment it replaced, side by side on the same tree.
+
+The tree is a packed micro-batch of the recipe's kind: `--groups` rollout groups of
+`--group-size` sequences; every sequence starts with the same `--system` tokens, a group's share
+its `--prompt` tokens after them, and each ends in its own `--completion` tokens. Before: each
+segment sliced its queries, and its ancestors' keys and values, out of the [1, H, N, D] tensors;
+the backward of every slice writes a zero-filled [1, H, N, D] gradient and adds it to the others,
+so its cost grows with segments x nodes. Now: one split and one index_select. The gradients
+match up to the order of float sums, which is printed.
+
+    python scripts/bench_tree_attention.py                       # SmolLM2-135M's heads, CPU
+    python scripts/bench_tree_attention.py --groups 8 --group-size 8 --heads 16 --kv-heads 8 \\
+        --head-dim 128 --device cuda --dtype bfloat16            # Qwen3-0.6B's heads on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from rlve.algorithms.prefix_tree import build_prefix_tree
+from rlve.training.tree_attention import after_prefix_mask, tree_sdpa
+from rlve.types import PrefixTree
+
+
+def sliced_tree_sdpa(query, key, value, tree: PrefixTree, scaling=None):
+    """The implementation before: a slice of query, key and value per segment and run."""
+    gqa = query.shape[1] != key.shape[1]
+    parts = []
+    for segment in tree.segments:
+        start, end = segment.nodes
+        runs = [*segment.ancestors, segment.nodes]
+        keys = torch.cat([key[:, :, first:last] for first, last in runs], dim=2)
+        values = torch.cat([value[:, :, first:last] for first, last in runs], dim=2)
+        prefix = keys.shape[2] - (end - start)
+        mask = after_prefix_mask(end - start, prefix, query.device) if prefix else None
+        parts.append(
+            F.scaled_dot_product_attention(
+                query[:, :, start:end],
+                keys,
+                values,
+                attn_mask=mask,
+                is_causal=mask is None,
+                scale=scaling,
+                enable_gqa=gqa,
+            )
+        )
+    return torch.cat(parts, dim=2)
+
+
+def recipe_tree(args: argparse.Namespace) -> PrefixTree:
+    generator = torch.Generator().manual_seed(0)
+
+    def tokens(n: int) -> list[int]:
+        return torch.randint(100, 30000, (n,), generator=generator).tolist()
+
+    system = tokens(args.system)
+    sequences = []
+    for _ in range(args.groups):
+        prompt = system + tokens(args.prompt)
+        sequences += [prompt + tokens(args.completion) for _ in range(args.group_size)]
+    return build_prefix_tree(sorted(sequences))
+
+
+def timed(attention, inputs, tree, device: str, repeats: int) -> tuple[float, list]:
+    """Median seconds of forward + backward over `repeats` (after one warm-up), and the grads."""
+    times = []
+    for _ in range(repeats + 1):
+        q, k, v = (x.detach().requires_grad_() for x in inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        attention(q, k, v, tree).float().square().sum().backward()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[1:]), [q.grad, k.grad, v.grad]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=2)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--system", type=int, default=150, help="tokens every sequence shares")
+    parser.add_argument("--prompt", type=int, default=30, help="tokens a group shares after them")
+    parser.add_argument("--completion", type=int, default=250, help="each sequence's own tokens")
+    parser.add_argument("--heads", type=int, default=9)
+    parser.add_argument("--kv-heads", type=int, default=3)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    tree = recipe_tree(args).to(args.device)
+    nodes = tree.num_nodes
+    dtype = getattr(torch, args.dtype)
+    generator = torch.Generator(device=args.device).manual_seed(1)
+    query_shape = (1, args.heads, nodes, args.head_dim)
+    key_shape = (1, args.kv_heads, nodes, args.head_dim)
+    inputs = [
+        torch.randn(shape, generator=generator, device=args.device, dtype=dtype)
+        for shape in (query_shape, key_shape, key_shape)
+    ]
+    print(
+        f"{len(tree.segments)} segments, {nodes} nodes ({args.groups} groups x {args.group_size},"
+        f" {args.system} + {args.prompt} + {args.completion} tokens a sequence), heads"
+        f" {args.heads}/{args.kv_heads} x {args.head_dim}, {args.dtype} on {args.device}"
+    )
+    before_s, before_grads = timed(sliced_tree_sdpa, inputs, tree, args.device, args.repeats)
+    now_s, now_grads = timed(
+        lambda q, k, v, t: tree_sdpa(q, k, v, t, None), inputs, tree, args.device, args.repeats
+    )
+    drift = max(  # relative to the largest gradient: bf16 keeps 8 bits, so about 4e-3
+        float((a - b).abs().max() / a.abs().max())
+        for a, b in zip(before_grads, now_grads, strict=True)
+    )
+    print(f"slice per segment (before): {before_s * 1000:8.1f} ms forward + backward")
+    print(f"split + index_select (now): {now_s * 1000:8.1f} ms forward + backward")
+    print(f"speed-up {before_s / now_s:.2f}x; gradients differ by {drift:.1e} of the largest")
+
+
+if __name__ == "__main__":
+    main()
