@@ -224,18 +224,27 @@ def run_experiment(
 
 
 def scores_table(results: Sequence[RunResult], digits: int = 2) -> str:
-    """Markdown: one row per score, a column before training (the first arm's runs: every arm of
-    a seed starts from the same model) and one after per arm, each mean [min-max] over seeds;
-    then the runs' own summary numbers."""
+    """Markdown: one row per score, a column before training and one after per arm, each mean
+    [min-max] over seeds; then the runs' own summary numbers. A score whose start differs between
+    the arms (each arm scored on its own environments, say) has "per arm" as its start, and each
+    arm's cell gives its own: "after (from start)"."""
     from rlve.cli.compare import mean_and_range
 
     arms = list(dict.fromkeys(r.arm for r in results))
     lines = ["| score | start | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
     for key in results[0].before:
-        start = mean_and_range([r.before[key] for r in results if r.arm == arms[0]], digits)
-        after = [mean_and_range([r.after[key] for r in results if r.arm == a], digits)
-                 for a in arms]  # fmt: skip
-        lines.append(f"| {key} | {start} | " + " | ".join(after) + " |")
+        starts = {a: [r.before[key] for r in results if r.arm == a] for a in arms}
+        afters = {a: mean_and_range([r.after[key] for r in results if r.arm == a], digits)
+                  for a in arms}  # fmt: skip
+        by_seed: dict[int, set[float]] = {}
+        for r in results:
+            by_seed.setdefault(r.seed, set()).add(r.before[key])
+        if all(len(values) == 1 for values in by_seed.values()):
+            start, cells = mean_and_range(starts[arms[0]], digits), list(afters.values())
+        else:
+            start = "per arm"
+            cells = [f"{afters[a]} (from {mean_and_range(starts[a], digits)})" for a in arms]
+        lines.append(f"| {key} | {start} | " + " | ".join(cells) + " |")
     for key in results[0].summary:
         values = [mean_and_range([r.summary[key] for r in results if r.arm == a], digits)
                   for a in arms]  # fmt: skip
