@@ -52,6 +52,7 @@ UNSTABLE_RUNS = {
     "demo_arms/regret_mb4/seed0": {"game/invalid", "game/unfinished", "completion/truncated_frac"},
     "recipe_regret15/regret/seed0": {"completion/truncated_frac"},
     "env_scaling/C4/seed0": {"completion/len_mean"},
+    "env_scaling/C4/seed2": {"completion/len_mean"},
 }
 """Committed probes that did not learn steadily, with the signals the monitor raised on them. The
 regret arm with 4 updates per RL step: at step 3 invalid-move games rose 15% -> 33% and unfinished
@@ -59,7 +60,8 @@ ones 3% -> 19% while the reward fell 1.2, and at step 5 truncated answers rose 2
 0.12 reward gain. The regret arm over 15 steps, before a turn's overlong penalty was charged at
 that turn: at step 7 truncated answers rose 1% -> 19% for a 0.06 reward gain. Environment scaling
 on four environments, seed 0: at step 3 the mean answer rose from 33 to 51 tokens while the reward
-moved 0.02 (the answers then shortened to 9 tokens by step 12)."""
+moved 0.02 (the answers then shortened to 9 tokens by step 12); seed 2: at step 4 from 28 to 47
+tokens while the reward moved -0.03 (16 tokens at the next step)."""
 
 
 def recorded_runs() -> list[Path]:
