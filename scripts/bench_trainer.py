@@ -160,17 +160,18 @@ def run_case(args: argparse.Namespace) -> dict:
     load_s = time.perf_counter() - started
     vocab = min(len(trainer.tokenizer), trainer.causal_lm.config.vocab_size)
     steps = []
+
+    def batch(seed: int) -> list:
+        return synthetic_groups(args.groups, args.group_size, args.prompt_len,
+                                args.completion_len, vocab, seed, trainer.version)  # fmt: skip
+
     for step in range(args.steps + 1):  # step 0 warms up allocators and kernels
-        groups = synthetic_groups(args.groups, args.group_size, args.prompt_len,
-                                  args.completion_len, vocab, step, trainer.version)  # fmt: skip
-        metrics = trainer.train_step(groups)
+        metrics = trainer.train_step(batch(step))
         if step > 0:
             steps.append(metrics)
     if args.profile:  # its profiler's overhead stays out of the timed steps
-        seed = args.steps + 1
-        groups = synthetic_groups(args.groups, args.group_size, args.prompt_len,
-                                  args.completion_len, vocab, seed, trainer.version)  # fmt: skip
-        profiled_step(trainer, groups, os.path.join(args.profile, f"{args.case}.txt"))
+        path = os.path.join(args.profile, f"{args.case}.txt")
+        profiled_step(trainer, batch(args.steps + 1), path)
     train_s = sum(m["perf/train_s"] for m in steps)
     tokens = args.groups * args.group_size * (args.prompt_len + args.completion_len) * len(steps)
     return {

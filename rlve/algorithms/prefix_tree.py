@@ -79,11 +79,12 @@ def build_prefix_tree(sequences: Sequence[Sequence[int]]) -> PrefixTree:
         ids += tokens[shared:]
         positions += range(shared, len(tokens))
         own = (start, len(ids))
+        path = [*ancestors, own]
+        path_nodes = [n for first, end in path for n in range(first, end)]
         if own[1] > own[0]:
             segments.append(Segment(nodes=own, ancestors=ancestors))
-            key_index += [n for first, end in (*ancestors, own) for n in range(first, end)]
-        path = [*ancestors, own]
-        node_index += [n for first, end in path for n in range(first, end)]
+            key_index += path_nodes
+        node_index += path_nodes
         previous = tokens
     return PrefixTree(
         input_ids=torch.tensor([ids], dtype=torch.long),
