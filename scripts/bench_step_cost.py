@@ -138,6 +138,8 @@ def main() -> None:
     parser.add_argument("--loop", nargs="+", metavar="BOARD=MODEL",
                         help="whole RL steps (vLLM included) from these students instead, "
                         "e.g. grid=runs/demo/sft_model")  # fmt: skip
+    parser.add_argument("--skip-no-share", action="store_true",
+                        help="leave out the case without prefix sharing")  # fmt: skip
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--board", default="grid", help=argparse.SUPPRESS)
@@ -150,7 +152,8 @@ def main() -> None:
     cases = []
     if args.old != "none":
         cases.append((f"{args.old} (old)", worktree(args.old), "grid", False))
-    cases.append(("this tree, no prefix sharing", ROOT, "grid", True))
+    if not args.skip_no_share:
+        cases.append(("this tree, no prefix sharing", ROOT, "grid", True))
     cases += [(f"this tree, {board} board", ROOT, board, False) for board in args.boards]
     print(f"{args.problems} x {args.games} teacher games, {args.steps} timed steps a case")
     print("| case | tokens/game | trained/game | forwarded/step | s/step | vs first |")
