@@ -54,6 +54,10 @@ class RecipeSize:
     (noise 0, every game drawn) could only be matched"""
     teacher_games: int = 600
     """games the teacher plays; the won and drawn ones (with every turn well formed) are kept"""
+    teacher_reasons: str = "verdict"
+    """how the teacher words the think block of its SFT answers (policies.REASONS): 'verdict'
+    names the cell, then why ("Cell 8 blocks O's line."); 'lines' first names the two marks of
+    a line to complete or block, then the cell ("O has 0 and 4: 8 blocks.")"""
     sft_best_moves_only: bool = True
     """the teacher's moves off best play (its deliberate random ones) stay in the SFT games but
     out of the loss; False learns every move it made (every SFT student before this field)"""
@@ -175,9 +179,10 @@ def teacher_scores(out: Path, size: RecipeSize) -> dict[str, float]:
     return scores
 
 
-SFT_FIELDS = ("model", "dtype", "rules", "board", "teacher_noise", "teacher_games",
-              "sft_best_moves_only", "sft_steps", "sft_lr", "sft_batch", "min_random_move_prob",
-              "max_random_move_prob", "max_tokens_per_microbatch")  # fmt: skip
+SFT_FIELDS = ("model", "dtype", "rules", "board", "teacher_noise", "teacher_reasons",
+              "teacher_games", "sft_best_moves_only", "sft_steps", "sft_lr", "sft_batch",
+              "min_random_move_prob", "max_random_move_prob",
+              "max_tokens_per_microbatch")  # fmt: skip
 """the sizes the SFT student depends on: with the same ones it is reused"""
 
 
@@ -199,7 +204,7 @@ def sft_student(out: Path, size: RecipeSize) -> Path:
         load_tokenizer(size.model), size.teacher_games, noise=size.teacher_noise,
         seed=TEACHER_SEED, min_random_move_prob=size.min_random_move_prob,
         max_random_move_prob=size.max_random_move_prob, rules=size.rules, board=size.board,
-        best_moves_only=size.sft_best_moves_only,
+        best_moves_only=size.sft_best_moves_only, reasons=size.teacher_reasons,
     )  # fmt: skip
     save_examples(out / "sft_data.jsonl", games)
     config = TrainerConfig(
@@ -326,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="`make demo`'s sizes (SmolLM2, 30 SFT, 6 RL steps)")  # fmt: skip
     parser.add_argument("--teacher-games", type=int, help="RecipeSize.teacher_games")
     parser.add_argument("--sft-steps", type=int, help="RecipeSize.sft_steps")
+    parser.add_argument("--teacher-reasons", choices=("verdict", "lines"),
+                        help="the teacher's think blocks (RecipeSize.teacher_reasons)")  # fmt: skip
     args = parser.parse_args(argv)
     size = DEMO if args.demo else SIZES[args.model]
     if args.teacher_games:
@@ -336,6 +343,8 @@ def main(argv: list[str] | None = None) -> None:
         size = replace(size, invalid_penalty=args.invalid_penalty)
     if args.board:
         size = replace(size, board=args.board)
+    if args.teacher_reasons:
+        size = replace(size, teacher_reasons=args.teacher_reasons)
     run(Path(args.out), size, args.seeds, args.arms, train=not args.table_only)
 
 

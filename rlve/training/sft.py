@@ -119,13 +119,15 @@ def sft_warmup(
 
 def tictactoe_teacher_data(
     tokenizer, num_games: int, noise: float, seed: int = 0, best_moves_only: bool = False,
-    **env_args,
+    reasons: str = "verdict", **env_args,
 ) -> tuple[list[Trajectory], dict[str, float]]:  # fmt: skip
-    """The embedded demo's SFT data: noisy minimax games against the RL opponent range. With
-    `best_moves_only` the teacher's deliberate random moves that are not best moves stay in
-    the games but out of the loss (`mask_moves_off_best_play`)."""
+    """The embedded demo's SFT data: noisy minimax games against the RL opponent range, the
+    teacher's reasons worded as `reasons` names (policies.REASONS). With `best_moves_only` the
+    teacher's deliberate random moves that are not best moves stay in the games but out of the
+    loss (`mask_moves_off_best_play`)."""
     env = load_environment("tictactoe", num_examples=num_games, seed=seed + 1, **env_args)
-    engine = ScriptedEngine(noisy_minimax_policy(noise), tokenizer, end_of_turn_id(tokenizer))
+    teacher = noisy_minimax_policy(noise, reasons)
+    engine = ScriptedEngine(teacher, tokenizer, end_of_turn_id(tokenizer))
     games, summary = teacher_games(env, engine, num_games, tokenizer, seed,
                                    keep=_won_or_drew_cleanly)  # fmt: skip
     if best_moves_only:

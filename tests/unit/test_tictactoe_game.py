@@ -34,7 +34,12 @@ from rlve.envs.tictactoe.game import (
     render_compact_board,
     winner,
 )
-from rlve.envs.tictactoe.policies import minimax_policy, noisy_minimax_policy, random_policy
+from rlve.envs.tictactoe.policies import (
+    lines_reason,
+    minimax_policy,
+    noisy_minimax_policy,
+    random_policy,
+)
 from rlve.envs.tictactoe.prompts import (
     COMPACT,
     GRID,
@@ -435,6 +440,37 @@ def test_noisy_minimax_policy_noise_levels():
     assert {parse_move(noisy(messages, random.Random(s))) for s in range(200)} == {2, 5, 6, 7, 8}
     with pytest.raises(ValueError, match="noise"):
         noisy_minimax_policy(-0.1)
+    with pytest.raises(ValueError, match="reasons must be one of.*'why'"):
+        noisy_minimax_policy(0.5, reasons="why")
+
+
+@pytest.mark.parametrize(
+    ("key", "cell", "reason"),
+    [
+        ("XX OO    ", 2, "X has 0 and 1: 2 wins."),  # X's win comes before O's block
+        ("X  OO   X", 5, "O has 3 and 4: 5 blocks."),
+        ("O   O  X ", 8, "O has 0 and 4: 8 blocks."),  # a diagonal
+        ("O   X   O", 1, "No line has two. Cell 1 keeps the game safe."),
+        ("OO XX O X", 5, "X has 3 and 4: 5 wins."),  # O's open pair 0-1 is not mentioned
+        ("OO X  X  ", 2, "O has 0 and 1: 2 blocks."),  # the block also gives X a pair, 2 and 6
+    ],
+)
+def test_lines_reason_names_the_line_before_the_cell(key, cell, reason):
+    assert lines_reason(board_from_string(key), cell) == reason
+
+
+def test_the_reasons_style_changes_the_words_not_the_moves():
+    boards = [B(k) for k in ("X  OO   X", "O   X   O", "XX OO    ", "    O    ")]
+    verdict, lines = noisy_minimax_policy(0.5), noisy_minimax_policy(0.5, reasons="lines")
+    for board in boards:
+        messages = [{"role": "user", "content": turn_message(board, None)}]
+        for s in range(20):
+            a, b = verdict(messages, random.Random(s)), lines(messages, random.Random(s))
+            assert parse_move(a) == parse_move(b)
+    block = [{"role": "user", "content": turn_message(B("X  OO   X"), None)}]
+    assert (
+        lines(block, random.Random(0)) == "<think>O has 3 and 4: 5 blocks.</think>\n<move>5</move>"
+    )
 
 
 @pytest.mark.parametrize(

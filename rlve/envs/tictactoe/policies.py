@@ -11,7 +11,9 @@ import random
 from collections.abc import Callable
 
 from rlve.envs.tictactoe.game import (
+    EMPTY,
     O_MARK,
+    WIN_LINES,
     X_MARK,
     Board,
     best_moves,
@@ -38,12 +40,52 @@ def format_answer(cell: int, reason: str) -> str:
     return f"<think>{reason}</think>\n<move>{cell}</move>"
 
 
-def _reason(board: Board, cell: int) -> str:
-    """A one-line justification of X playing `cell`, from the minimax score of that move."""
+def verdict_reason(board: Board, cell: int) -> str:
+    """A one-line justification of X playing `cell` that names the cell first, then why: the
+    move is chosen before a word of reasoning is written (every teacher up to 2026-12-04)."""
     if winner(place(board, cell, X_MARK)) == X_MARK:
         return f"Cell {cell} completes three in a row."
     if winner(place(board, cell, O_MARK)) == O_MARK:
         return f"Cell {cell} blocks O's line."
+    return _safety(board, cell)
+
+
+def lines_reason(board: Board, cell: int) -> str:
+    """A justification of X playing `cell` that reads the board before it names the move: the
+    two marks of a line X can complete ("X has 3 and 4: 5 wins."), else of a line O could
+    complete ("O has 0 and 4: 8 blocks."), else says there is no such line, then why `cell`.
+    Written in that order, the tokens that pick a block come after the ones that find it."""
+    for mark, verb in ((X_MARK, "wins"), (O_MARK, "blocks")):
+        pair = _pair_completed_by(board, cell, mark)
+        if pair is not None:
+            return f"{mark} has {pair[0]} and {pair[1]}: {cell} {verb}."
+        pairs = _open_pairs(board, mark)
+        if pairs:  # a line `cell` leaves open (a lost position, or not a best move)
+            return f"{mark} has {pairs[0][0]} and {pairs[0][1]}. {_safety(board, cell)}"
+    return f"No line has two. {_safety(board, cell)}"
+
+
+def _open_pairs(board: Board, mark: str) -> list[tuple[int, int]]:
+    """The two marked cells of each line holding two of `mark` and one free cell."""
+    pairs = []
+    for line in WIN_LINES:
+        marked = [c for c in line if board[c] == mark]
+        if len(marked) == 2 and any(board[c] == EMPTY for c in line):
+            pairs.append((marked[0], marked[1]))
+    return pairs
+
+
+def _pair_completed_by(board: Board, cell: int, mark: str) -> tuple[int, int] | None:
+    """The two `mark` cells of the first line that `cell` completes for `mark`, if any."""
+    for line in WIN_LINES:
+        if cell in line and all(board[c] == mark for c in line if c != cell):
+            a, b = (c for c in line if c != cell)
+            return a, b
+    return None
+
+
+def _safety(board: Board, cell: int) -> str:
+    """Why X plays `cell` when it neither wins nor blocks, from the move's minimax score."""
     score = minimax_scores(board, X_MARK)[cell]
     if score > 0:
         return f"Cell {cell} sets up a win O cannot stop."
@@ -57,7 +99,7 @@ def minimax_policy(messages: list[Message], rng: random.Random | None = None) ->
     board = _board_of(messages)
     moves = best_moves(board, X_MARK)
     cell = rng.choice(moves) if rng is not None else moves[0]
-    return format_answer(cell, _reason(board, cell))
+    return format_answer(cell, verdict_reason(board, cell))
 
 
 def random_policy(messages: list[Message], rng: random.Random | None = None) -> str:
@@ -68,10 +110,18 @@ def random_policy(messages: list[Message], rng: random.Random | None = None) -> 
     return format_answer(cell, f"Cell {cell} is free.")
 
 
-def noisy_minimax_policy(noise: float) -> Policy:
-    """A policy playing a random free cell with probability `noise`, else a random best move."""
+REASONS = {"verdict": verdict_reason, "lines": lines_reason}
+"""how a teacher words its reasons, by name (`noisy_minimax_policy`'s `reasons`)"""
+
+
+def noisy_minimax_policy(noise: float, reasons: str = "verdict") -> Policy:
+    """A policy playing a random free cell with probability `noise`, else a random best move,
+    explained in the style REASONS names. Its moves do not depend on `reasons`."""
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"noise must be in [0, 1], got {noise}")
+    if reasons not in REASONS:
+        raise ValueError(f"reasons must be one of {sorted(REASONS)}, got {reasons!r}")
+    reason = REASONS[reasons]
 
     def policy(messages: list[Message], rng: random.Random | None = None) -> str:
         board = _board_of(messages)
@@ -79,9 +129,11 @@ def noisy_minimax_policy(noise: float) -> Policy:
             rng = random.Random(f"noisy_minimax_{noise}_{board_key(board)}")
         cell = noisy_best_move(board, X_MARK, noise, rng)
         if cell in best_moves(board, X_MARK):
-            return format_answer(cell, _reason(board, cell))
+            return format_answer(cell, reason(board, cell))
         # A deliberate mistake still gets a plausible, format-valid answer.
         return format_answer(cell, f"Cell {cell} looks good to me.")
 
-    policy.__name__ = f"noisy_minimax_policy_{noise}"
+    policy.__name__ = f"noisy_minimax_policy_{noise}" + (
+        "" if reasons == "verdict" else f"_{reasons}"
+    )
     return policy
