@@ -62,7 +62,8 @@ class PlaySettings:
     rules: str = "full"
     """the system prompt the model was trained with: "full" or "short" (the recipe's)"""
     board: str = "grid"
-    """the board rendering the model was trained with: "grid" or "compact" (prompts.BOARDS)"""
+    """the board rendering the model was trained with: "grid", "compact" or "threats"
+    (prompts.BOARDS)"""
 
     def __post_init__(self):
         if self.model_attempts < 1:

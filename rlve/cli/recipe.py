@@ -46,8 +46,9 @@ class RecipeSize:
     rules: str = "short"
     """the tic-tac-toe system prompt: 'short' has the same rules in half the tokens"""
     board: str = "grid"
-    """how the tic-tac-toe messages show the board: 'grid' (every result so far) or 'compact'
-    (three rows "X O 2", no list of free cells: a third fewer tokens per teacher game)"""
+    """how the tic-tac-toe messages show the board: 'grid' (every result so far), 'compact'
+    (three rows "X O 2", no list of free cells: a third fewer tokens per teacher game) or
+    'threats' (the grid, then "O can win at 8." for each side that could complete a line)"""
     teacher_noise: float = 0.5
     """share of the teacher's moves played at random (the rest are minimax moves). At 0.5 the
     teacher draws 42% of its games against the optimal opponent: beatable, where a perfect one
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="the RL arms to run from the SFT student (see ARMS)")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="train nothing: tabulate the runs already finished")  # fmt: skip
-    parser.add_argument("--board", choices=("grid", "compact"),
+    parser.add_argument("--board", choices=("grid", "compact", "threats"),
                         help="how the messages show the board (RecipeSize.board)")  # fmt: skip
     parser.add_argument("--demo", action="store_true",
                         help="`make demo`'s sizes (SmolLM2, 30 SFT, 6 RL steps)")  # fmt: skip

@@ -43,7 +43,7 @@ def generate_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-random-move-prob", type=float, default=0.7)
     parser.add_argument("--rules", choices=("full", "short"), default="full",
                         help="the tic-tac-toe system prompt (make recipe: short)")  # fmt: skip
-    parser.add_argument("--board", choices=("grid", "compact"), default="grid",
+    parser.add_argument("--board", choices=("grid", "compact", "threats"), default="grid",
                         help="how the tic-tac-toe messages show the board")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -154,20 +154,25 @@ def test_the_short_rules_play_the_same_game_with_another_system_prompt():
     assert [t.completion for t in short] == [t.completion for t in full]
 
 
-def test_the_compact_board_plays_the_same_games_in_fewer_tokens(tiny_tokenizer):
-    """The recipe's teacher (noisy minimax, short rules) over 20 seeded games under each board:
-    the same moves, rewards and outcomes; only the environment's words differ."""
+def teacher_games_by_board(tokenizer, boards) -> dict[str, list]:
+    """The recipe's teacher (noisy minimax, short rules) over 20 seeded games under each board."""
     from rlve.rollout.chat_tokens import end_of_turn_id
 
     games = {}
-    for board in ("grid", "compact"):
+    for board in boards:
         env = rlve.load_environment(
             "tictactoe", num_examples=20, seed=1, rules="short", board=board
         )
         teacher = noisy_minimax_policy(0.5)
-        engine = ScriptedEngine(teacher, tiny_tokenizer, end_of_turn_id(tiny_tokenizer))
+        engine = ScriptedEngine(teacher, tokenizer, end_of_turn_id(tokenizer))
         result = rlve.evaluate(env, engine, 20, seed=0)
         games[board] = [t for g in result.groups for t in g.trajectories]
+    return games
+
+
+def test_the_compact_board_plays_the_same_games_in_fewer_tokens(tiny_tokenizer):
+    """The same moves, rewards and outcomes under either board; only the words differ."""
+    games = teacher_games_by_board(tiny_tokenizer, ("grid", "compact"))
     grid, compact = games["grid"], games["compact"]
 
     def answers(t):
@@ -183,8 +188,29 @@ def test_the_compact_board_plays_the_same_games_in_fewer_tokens(tiny_tokenizer):
     assert sum(len(t.token_ids) for t in compact) < 0.75 * sum(len(t.token_ids) for t in grid)
 
 
+def test_the_threats_board_names_every_open_line_and_changes_no_game(tiny_tokenizer):
+    from rlve.envs.tictactoe.game import board_from_string, parse_board
+    from rlve.envs.tictactoe.prompts import open_lines
+
+    games = teacher_games_by_board(tiny_tokenizer, ("grid", "threats"))
+    grid, threats = games["grid"], games["threats"]
+    assert [(t.reward, t.metrics) for t in threats] == [(t.reward, t.metrics) for t in grid]
+    asks = [m["content"] for t in threats for m in [*t.prompt, *t.completion]
+            if m["role"] == "user" and m["content"].endswith("Your turn.")]  # fmt: skip
+    assert all(open_lines(parse_board(text)) in text for text in asks)
+    assert sum("can win at" in text for text in asks) > 0  # the games do reach threats
+    assert open_lines(board_from_string("XX OO    ")) == "X can win at 2. O can win at 5."
+    assert open_lines(board_from_string("O X O X  ")) == "O can win at 8."  # two lines, one cell
+    assert open_lines(board_from_string("OO  X  X ")) == "O can win at 2."  # O holds 1 of 1-4-7
+    assert open_lines(board_from_string("O O X  X ")) == "X can win at 1. O can win at 1."
+    assert open_lines(board_from_string("X   O    ")) == "No line has two of a mark."
+    assert open_lines(board_from_string("XX  OXO O")) == "X can win at 2. O can win at 2 or 7."
+
+
 def test_an_unknown_board_is_refused():
-    with pytest.raises(ValueError, match=r"board must be one of \['compact', 'grid'\], got 'x'"):
+    with pytest.raises(
+        ValueError, match=r"board must be one of \['compact', 'grid', 'threats'\], got 'x'"
+    ):
         rlve.load_environment("tictactoe", board="x")
 
 

@@ -329,8 +329,9 @@ def load_environment(
             rules in less than half the tokens, for small models trained on a CPU).
         board: how messages show the board: 'grid' (rows " X | O | 2" between "---------"
             lines, then "Available positions: [...]") or 'compact' (three rows "X O 2", no list
-            of free cells, short status lines: half the tokens of a game's replies); the system
-            prompt draws the one chosen. The games and the rewards are the same.
+            of free cells, short status lines: half the tokens of a game's replies) or 'threats'
+            (the grid, then a line naming the cells where X or O would complete three); the
+            system prompt draws the one chosen. The games and the rewards are the same.
         opponent: who plays O: 'scripted' (the seeded minimax opponent above) or 'self' (the
             policy, in a seat of its own with O's view of the board; both seats are trained).
         scripted_fraction: with opponent='self', the share of games still played against the

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
+    O_MARK,
+    X_MARK,
     Board,
     free_cells,
+    place,
     render_board,
     render_compact_board,
+    winner,
 )
 
 GameResult = Literal["win", "loss", "draw"]
@@ -83,6 +87,9 @@ class Wording:
     """the status line of a self-play game's dataset row (O's seat has not played yet)"""
     try_again: str
     """the last line after an invalid answer"""
+    lists_open_lines: bool = False
+    """whether a line after the board names the cells where X or O would complete three
+    (`open_lines`): the position's threats read for the player, not found by it"""
 
     def opponent_played_status(self, cell: int) -> str:
         """The status line after the opponent's move."""
@@ -95,10 +102,12 @@ class Wording:
         return f"{self.you_play_x} {self.opponent_played_status(opponent_cell)}"
 
     def position(self, board: Board) -> str:
-        """The board, then (in the grid wording) the list of free cells."""
-        if not self.lists_free_cells:
-            return self.render(board)
-        return f"{self.render(board)}{self.gap}Available positions: {free_cells(board)}"
+        """The board, then (in the grid wordings) the list of free cells and (in "threats") the
+        open lines."""
+        text = self.render(board)
+        if self.lists_free_cells:
+            text = f"{text}{self.gap}Available positions: {free_cells(board)}"
+        return f"{text}\n{open_lines(board)}" if self.lists_open_lines else text
 
     def turn_message(self, board: Board, status: str | None) -> str:
         """The message asking for the next move: status line (if any), board, prompt."""
@@ -143,11 +152,33 @@ COMPACT = Wording(
 )
 """Three rows of three characters, no free-cell list, short status lines."""
 
-BOARDS = {"grid": GRID, "compact": COMPACT}
+OPEN_LINES_RULE = " A line after the board names the cells where X or O would complete three."
+
+THREATS = replace(
+    GRID,
+    system_prompts={rules: text + OPEN_LINES_RULE for rules, text in GRID.system_prompts.items()},
+    lists_open_lines=True,
+)
+"""The grid wording with the open lines after the free cells: a board form that states the
+threats a small model misses (docs/results.md)."""
+
+BOARDS = {"grid": GRID, "compact": COMPACT, "threats": THREATS}
 """the wordings by board rendering (the environment's `board` argument)"""
 
 SYSTEM_PROMPTS = GRID.system_prompts
 """the grid board's system prompts by rules"""
+
+
+def open_lines(board: Board) -> str:
+    """Where each side would complete three with its next mark, X first: "X can win at 5. O
+    can win at 2 or 8.", or "No line has two of a mark." when neither can."""
+    notes = []
+    for mark in (X_MARK, O_MARK):
+        cells = [c for c in free_cells(board) if winner(place(board, c, mark)) == mark]
+        if cells:
+            notes.append(f"{mark} can win at {' or '.join(map(str, cells))}.")
+    return " ".join(notes) or "No line has two of a mark."
+
 
 _OPPONENT_CELL = re.compile(r"(?:The opponent \(O\) played cell|\bO played) ([0-8])\.")
 
