@@ -36,7 +36,7 @@ demo: setup
 # The tic-tac-toe recipe with 3 seeds (teacher -> SFT -> RL, evaluated before and after): the
 # per-move regret arm, and whole-game CISPO beside it for comparison.
 recipe: setup
-	$(PY) -m rlve.cli.recipe --seeds 0 1 2 --arms regret cispo --out runs/recipe
+	$(PY) -m rlve.cli.recipe --seeds 0 1 2 --board threats --arms regret cispo --out runs/recipe
 
 # Adaptive difficulty against a static range on rlve/multiplication, 3 seeds per arm.
 curriculum: setup
