@@ -159,7 +159,9 @@ def test_main_plays_games_until_the_human_declines():
 def test_settings_refuse_zero_attempts():
     with pytest.raises(ValueError, match="model_attempts must be >= 1, got 0"):
         PlaySettings(model_attempts=0)
-    with pytest.raises(ValueError, match=r"board must be one of \['compact', 'grid'\], got 'x'"):
+    with pytest.raises(
+        ValueError, match=r"board must be one of \['compact', 'grid', 'threats'\], got 'x'"
+    ):
         PlaySettings(board="x")
 
 
