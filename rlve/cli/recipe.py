@@ -27,6 +27,8 @@ from pathlib import Path
 from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
 from rlve.cli.recipe_table import OPPONENTS, results_table
 from rlve.cli.stage_clock import stage
+from rlve.envs.tictactoe.policies import REASONS
+from rlve.envs.tictactoe.prompts import BOARDS
 
 EVAL_DATA_SEED = 12_345
 """seed of the evaluation games: never a training seed, the same for every stage and seed"""
@@ -326,13 +328,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="the RL arms to run from the SFT student (see ARMS)")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="train nothing: tabulate the runs already finished")  # fmt: skip
-    parser.add_argument("--board", choices=("grid", "compact", "threats"),
+    parser.add_argument("--board", choices=sorted(BOARDS),
                         help="how the messages show the board (RecipeSize.board)")  # fmt: skip
     parser.add_argument("--demo", action="store_true",
                         help="`make demo`'s sizes (SmolLM2, 30 SFT, 6 RL steps)")  # fmt: skip
     parser.add_argument("--teacher-games", type=int, help="RecipeSize.teacher_games")
     parser.add_argument("--sft-steps", type=int, help="RecipeSize.sft_steps")
-    parser.add_argument("--teacher-reasons", choices=("verdict", "lines"),
+    parser.add_argument("--teacher-reasons", choices=sorted(REASONS),
                         help="the teacher's think blocks (RecipeSize.teacher_reasons)")  # fmt: skip
     args = parser.parse_args(argv)
     size = DEMO if args.demo else SIZES[args.model]

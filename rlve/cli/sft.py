@@ -14,6 +14,7 @@ from rlve.config import LoraConfig, TrainerConfig
 from rlve.config.run import WANDB_MODES
 from rlve.config.trainer import DTYPES
 from rlve.envs import load_environment
+from rlve.envs.tictactoe.prompts import BOARDS
 from rlve.models import load_tokenizer
 from rlve.training.sft import (
     load_examples,
@@ -43,7 +44,7 @@ def generate_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-random-move-prob", type=float, default=0.7)
     parser.add_argument("--rules", choices=("full", "short"), default="full",
                         help="the tic-tac-toe system prompt (make recipe: short)")  # fmt: skip
-    parser.add_argument("--board", choices=("grid", "compact", "threats"), default="grid",
+    parser.add_argument("--board", choices=sorted(BOARDS), default="grid",
                         help="how the tic-tac-toe messages show the board")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
