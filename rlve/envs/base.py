@@ -169,12 +169,13 @@ class Environment:
         Default: its reward reaches `passing_reward`."""
         return float(trajectory.reward >= self.passing_reward)
 
-    def reward_turn(self, state: State, value: float) -> None:
+    def reward_turn(self, state: State, value: float, turn: int | None = None) -> None:
         """Say that `value` of the episode's reward was earned by the turn just played (an
-        invalid move's penalty, at that move). The rubric's reward stays the episode's; training
-        with `trainer.credit=turn` gives each turn its own return (rlve.algorithms.turn_credit)."""
+        invalid move's penalty, at that move), or by model turn `turn` (0-based). The rubric's
+        reward stays the episode's; training with `trainer.credit=turn` gives each turn its own
+        return (rlve.algorithms.turn_credit)."""
         earned = state.setdefault("turn_rewards", {})
-        turn = state["turn"] - 1
+        turn = state["turn"] - 1 if turn is None else turn
         earned[turn] = earned.get(turn, 0.0) + float(value)
 
     def end_episode(self, state: State, reason: str = "env_done") -> None:

@@ -129,6 +129,28 @@ def test_the_game_s_reward_is_the_sum_of_what_its_turns_earned_and_its_result():
     for game in (g.trajectories[0] for g in games):
         m = game.metrics
         result = m["game/win"] + 0.5 * m["game/draw"]
-        assert game.reward == pytest.approx(result + 0.2 * m["game/format"] + sum(
-            game.turn_rewards))  # fmt: skip
+        assert game.reward == pytest.approx(result + sum(game.turn_rewards))
         assert m["reward/regrets"] <= -m["game/regret"]  # the dodges cost on top
+
+
+def test_each_answer_earns_its_own_part_of_the_format_reward():
+    """Every third answer lacks its think block: that answer's turn earns no format credit, and
+    each well-formed one 0.2 / answers, so per-turn credit prices a malformed answer where it was
+    given (before, the whole format share fell on the game's last move)."""
+    env = tictactoe(num_examples=20, min_random_move_prob=0.5, max_random_move_prob=0.5)
+    shapes = itertools.cycle([True, True, False])
+
+    def sometimes_malformed(messages):
+        cell = free_cells(parse_board(messages[-1]["content"]))[0]
+        return f"<think>.</think><move>{cell}</move>" if next(shapes) else f"<move>{cell}</move>"
+
+    games = rlve.evaluate(env, ScriptedEngine(sometimes_malformed), 20, 1, seed=0).groups
+    turns_seen = set()
+    for game in (g.trajectories[0] for g in games):
+        answers = [m["content"] for m in game.completion if m["role"] == "assistant"]
+        share = 0.2 / len(answers)
+        expected = [share if a.startswith("<think>") else 0.0 for a in answers]
+        assert game.turn_rewards == pytest.approx(expected)  # no invalid move, no penalty
+        assert sum(game.turn_rewards) == pytest.approx(0.2 * game.metrics["game/format"])
+        turns_seen.update(expected)
+    assert 0.0 in turns_seen and len(turns_seen) > 2  # malformed answers, games of several lengths

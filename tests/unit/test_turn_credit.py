@@ -82,8 +82,9 @@ def test_tictactoe_credits_an_invalid_move_s_penalty_to_that_move(penalty, expec
     env = rlve.load_environment("tictactoe", num_examples=1, invalid_penalty=penalty,
                                 min_random_move_prob=0.0, max_random_move_prob=0.0)  # fmt: skip
     [trajectory] = rlve.evaluate(env, ScriptedEngine(policy), 1).groups[0].trajectories
-    assert trajectory.turn_rewards[:2] == expected
-    assert trajectory.turn_rewards[2:] == [0.0] * (trajectory.num_turns - 2)
+    assert trajectory.turn_rewards[:2] == expected  # malformed too: no part of the format reward
+    well_formed = 0.2 / trajectory.num_turns  # each minimax answer's part of it
+    assert trajectory.turn_rewards[2:] == pytest.approx([well_formed] * (trajectory.num_turns - 2))
     rubric_penalty = {"flat": "invalid_move_penalty", "per_move": "invalid_moves_penalty"}
     assert trajectory.metrics[f"reward/{rubric_penalty[penalty]}"] == pytest.approx(sum(expected))
 

@@ -16,7 +16,10 @@ regret, `game.move_regret`: 0, 1 or 2), summed as `game/regret` whatever w is.
 An answer that plays no move (invalid, truncated, missing) is priced, under both penalties, as
 losing from its position (`game.dodge_regret`: 1 from a drawn one, 2 from a won one): never less
 than a legal move there, so stalling does not pay; an unfinished game scores as a loss.
-Each penalty is also credited to the move that cost it (`reward_turn`), for per-turn credit.
+Each penalty is also credited to the move that cost it (`reward_turn`), for per-turn credit,
+and so is each answer's part of the format share (FORMAT_WEIGHT / answers if it is well formed),
+once the game is over or out of turns: without it per-turn credit put every answer's format on
+the game's last move, and under the regret arm the answers' format fell (docs/results.md).
 With `opponent="self"` the policy plays O as well, in a seat of its own
 (rlve.envs.tictactoe.self_play), except in a `scripted_fraction` share of the games; O's seat is
 scored by the same rubric from its own view.
@@ -56,6 +59,8 @@ from rlve.envs.tictactoe.self_play import OPPONENTS, finish_seat, plays_self, se
 from rlve.types import Example, Message, Trajectory
 
 INVALID_MOVE_PENALTY = -0.1
+FORMAT_WEIGHT = 0.2
+"""the rubric's weight of the share of well-formed answers"""
 
 
 def _check_probability(name: str, value: float) -> None:
@@ -188,7 +193,7 @@ class TicTacToeEnv(MultiTurnEnv):
     async def setup_state(self, state: State) -> None:
         info = state["info"]
         board = EMPTY_BOARD
-        state.update(result=None, invalid_moves=0, formatted_turns=0)
+        state.update(result=None, invalid_moves=0)
         if info.get("opponent") == "self" and info.get("opponent_starts"):
             cell = await seat_move(state, board, None, self)
             board = place(board, cell, O_MARK)
@@ -206,11 +211,13 @@ class TicTacToeEnv(MultiTurnEnv):
         board: Board = state["board"]
         words = self.wording
         text = str(messages[-1].get("content") or "")
-        state["formatted_turns"] += format_ok(text)
+        self.note_format(state, text)
         try:
             cell = answered_cell(text, board)
         except InvalidMove as invalid:
             self.count_invalid(state, board)
+            if state["turn"] >= self.max_turns:  # the game stops here, unfinished
+                self.credit_format(state)
             return [{"role": "user", "content": words.invalid_move_message(invalid.reason, board)}]
         self.judge_move(state, board, cell)
         board = place(board, cell, X_MARK)
@@ -244,6 +251,21 @@ class TicTacToeEnv(MultiTurnEnv):
         if cost:
             self.reward_turn(state, cost)  # the answer that cost it
 
+    def note_format(self, state: State, text: str) -> None:
+        """Record whether an answer of the player whose state this is was well formed."""
+        state.setdefault("answer_formats", []).append(format_ok(text))
+
+    def credit_format(self, state: State) -> None:
+        """Credit each answer of the player whose state this is its part of the format reward,
+        at the end of its game. Skipped when an answer is missing (an episode cut short by its
+        context or time limit): the last turn then keeps the format reward, as it would without
+        this."""
+        formats = state.get("answer_formats", [])
+        if formats and len(formats) == state["turn"]:
+            for turn, ok in enumerate(formats):
+                if ok:
+                    self.reward_turn(state, FORMAT_WEIGHT / len(formats), turn)
+
     def judge_move(self, state: State, board: Board, cell: int) -> None:
         """Count a valid move of the player whose state this is (as X on `board`, its own view)
         as a mistake if it is one, and credit its penalty to that move; count it as a chance of
@@ -269,6 +291,9 @@ class TicTacToeEnv(MultiTurnEnv):
             return False
         state["result"] = {X_MARK: "win", O_MARK: "loss", None: "draw"}[mark]
         finish_seat(state, state["result"])
+        self.credit_format(state)
+        if "o_seat" in state:
+            self.credit_format(state["o_seat"].state)
         self.end_episode(state, "game_over")
         return True
 
@@ -293,7 +318,7 @@ class TicTacToeEnv(MultiTurnEnv):
                 for kind in MISTAKE_KINDS
             },
             "game/self_play": float(state["info"].get("opponent") == "self"),
-            "game/format": state.get("formatted_turns", 0) / max(state["turn"], 1),
+            "game/format": sum(state.get("answer_formats", [])) / max(state["turn"], 1),
         }
 
 
@@ -374,7 +399,7 @@ def load_environment(
                         opponent, scripted_fraction, wording)  # fmt: skip
     parser = XMLParser(["think", "move"], answer_field="move")
     rubric = Rubric(parser=parser)
-    rubric.add(win_reward, 1.0).add(format_reward, 0.2)
+    rubric.add(win_reward, 1.0).add(format_reward, FORMAT_WEIGHT)
     rubric.add(INVALID_PENALTIES[invalid_penalty], 1.0)
     if mistake_penalty:
         rubric.add(mistakes, mistake_penalty)

@@ -21,7 +21,6 @@ from rlve.envs.tictactoe.game import (
     InvalidMove,
     answered_cell,
     board_key,
-    format_ok,
     free_cells,
 )
 
@@ -54,8 +53,8 @@ def plays_self(example_index: int, scripted_fraction: float) -> bool:
 async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> int:
     """O's move on `board` (X to have just played `x_cell`; None: O opens the game), asked of
     the O seat, which is opened on its first move. The environment (`referee`) records the
-    seat's invalid answers and mistakes in the seat's state: `count_invalid(seat_state, view)`,
-    `judge_move(seat_state, view, cell)`; the seat reads the referee's `wording`."""
+    seat's answers' format, invalid answers and mistakes in the seat's state (`note_format`,
+    `count_invalid`, `judge_move`); the seat reads the referee's `wording`."""
     view = swap_marks(board)
     words = referee.wording
     seat = state.get("o_seat")
@@ -63,7 +62,7 @@ async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> 
         opening = words.turn_message(view, words.opening_status(x_cell))
         system = state["prompt"][0]
         seat = state["open_seat"]([system, {"role": "user", "content": opening}])
-        seat.state.update(result=None, invalid_moves=0, formatted_turns=0)
+        seat.state.update(result=None, invalid_moves=0)
         state["o_seat"] = seat
     else:
         status = words.opponent_played_status(x_cell)
@@ -72,7 +71,7 @@ async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> 
         text = await seat.play()
         if text is None:
             break
-        seat.state["formatted_turns"] += format_ok(text)
+        referee.note_format(seat.state, text)
         try:
             cell = answered_cell(text, view)
         except InvalidMove as invalid:
