@@ -10,7 +10,7 @@ Each step the monitor reads its signals from the step's metrics:
 
 - shares, compared by difference: `completion/truncated_frac`, `stop/max_turns_reached` (absent
   when no episode stopped so: 0), and every metric an environment declares in `escape_metrics`
-  (tic-tac-toe: games with an invalid move, unfinished games);
+  (tic-tac-toe: games with an invalid move, unfinished games, answers without the format);
 - the mean answer length `completion/len_mean`, compared by ratio (a rise of 0.5 is 50% longer).
 
 A signal's baseline is its mean over the run's first `baseline_steps` steps, and so is the

@@ -10,7 +10,7 @@ from rlve.config.run import HackingConfig
 from rlve.training.hacking_monitor import HackingMonitor
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
-TICTACTOE_ESCAPES = ("game/invalid", "game/unfinished")
+TICTACTOE_ESCAPES = ("game/invalid", "game/unfinished", "game/malformed")
 
 COLLAPSE = {
     "game/invalid": [0.19, 0.28, 0.34, 0.47, 0.52, 0.89],
@@ -49,14 +49,20 @@ def test_the_measured_collapse_trips_at_its_fourth_step():
 
 
 UNSTABLE_RUNS = {
-    "demo_arms/regret_mb4/seed0": {"game/invalid", "game/unfinished", "completion/truncated_frac"},
+    "demo_arms/regret_mb4/seed0": {
+        "game/invalid",
+        "game/unfinished",
+        "game/malformed",
+        "completion/truncated_frac",
+    },
     "recipe_regret15/regret/seed0": {"completion/truncated_frac"},
     "env_scaling/C4/seed0": {"completion/len_mean"},
     "env_scaling/C4/seed2": {"completion/len_mean"},
 }
 """Committed probes that did not learn steadily, with the signals the monitor raised on them. The
 regret arm with 4 updates per RL step: at step 3 invalid-move games rose 15% -> 33% and unfinished
-ones 3% -> 19% while the reward fell 1.2, and at step 5 truncated answers rose 2% -> 30% for a
+ones 3% -> 19% while the reward fell 1.2, malformed answers rose 2.5% -> 53% and 76% at steps 3
+and 4, and at step 5 truncated answers rose 2% -> 30% for a
 0.12 reward gain. The regret arm over 15 steps, before a turn's overlong penalty was charged at
 that turn: at step 7 truncated answers rose 1% -> 19% for a 0.06 reward gain. Environment scaling
 on four environments, seed 0: at step 3 the mean answer rose from 33 to 51 tokens while the reward
@@ -71,6 +77,9 @@ def recorded_runs() -> list[Path]:
 def tripped_metrics(path: Path) -> set[str]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     rows = [{k: v for k, v in row.items() if v is not None} for row in rows]
+    for row in rows:  # runs before game/malformed logged only the share of well-formed answers
+        if "game/format" in row:
+            row.setdefault("game/malformed", 1.0 - row["game/format"])
     return {trip.metric for step in observe_all(rows) for trip in step}
 
 

@@ -154,7 +154,7 @@ def regrets(state: State) -> float:
 class TicTacToeEnv(MultiTurnEnv):
     """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
 
-    escape_metrics = ("game/invalid", "game/unfinished")
+    escape_metrics = ("game/invalid", "game/unfinished", "game/malformed")
 
     invalid_penalty: str = "flat"
     """'flat' or 'per_move' (INVALID_PENALTIES): which invalid moves are credited their penalty
@@ -303,6 +303,7 @@ class TicTacToeEnv(MultiTurnEnv):
 
     def episode_metrics(self, state: State) -> dict[str, float]:
         result = state.get("result")
+        formatted = sum(state.get("answer_formats", [])) / max(state["turn"], 1)
         return {
             "game/win": float(result == "win"),
             "game/draw": float(result == "draw"),
@@ -318,7 +319,8 @@ class TicTacToeEnv(MultiTurnEnv):
                 for kind in MISTAKE_KINDS
             },
             "game/self_play": float(state["info"].get("opponent") == "self"),
-            "game/format": sum(state.get("answer_formats", [])) / max(state["turn"], 1),
+            "game/format": formatted,
+            "game/malformed": 1.0 - formatted,
         }
 
 
