@@ -152,7 +152,8 @@ def evaluation_env(opponent: str, size: RecipeSize):
 
 
 def evaluate_all(engine, size: RecipeSize) -> dict[str, float]:
-    """Play `eval_games` games against each opponent: "<opponent>/<metric>" -> value."""
+    """Play `eval_games` games against each opponent, all in flight at once (1.11x faster than
+    64 at a time, the same games: docs/benchmarks.md): "<opponent>/<metric>" -> value."""
     from rlve.evaluation import evaluate
     from rlve.inference.engine import SamplingConfig
 
@@ -160,7 +161,9 @@ def evaluate_all(engine, size: RecipeSize) -> dict[str, float]:
     scores = {}
     for opponent in OPPONENTS:
         env = evaluation_env(opponent, size)
-        summary = evaluate(env, engine, size.eval_games, seed=0, sampling=sampling).summary
+        summary = evaluate(
+            env, engine, size.eval_games, seed=0, sampling=sampling, max_concurrent=size.eval_games
+        ).summary
         scores.update({f"{opponent}/{name}": value for name, value in summary.items()})
     return scores
 
