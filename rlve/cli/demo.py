@@ -25,7 +25,8 @@ from rlve.rollout import ScriptedEngine
 OPPONENTS = {"random": 1.0, "optimal": 0.0}
 ARM = "regret"
 """the RL arm: at the demo's sizes it drew 18.0-23.5% against whole-game CISPO's 14.0-14.5% from
-the same SFT student (docs/results.md, "Per-move regret credit")"""
+the same SFT student on the grid (docs/results.md, "Per-move regret credit"); on BOARD a clean
+`make demo` drew 65.5% from its SFT student's 51.0% ("`make demo` from a clean start")"""
 BOARD = "threats"
 """the board the demo plays on: the grid, then a line naming the cells where either side would
 complete three; its SFT student drew 51% against the optimal opponent where the grid's drew
