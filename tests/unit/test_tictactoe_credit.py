@@ -6,6 +6,7 @@ import itertools
 import pytest
 
 import rlve
+from rlve.envs.tictactoe import minimax_policy
 from rlve.envs.tictactoe.env import INVALID_MOVE_PENALTY
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
@@ -154,3 +155,32 @@ def test_each_answer_earns_its_own_part_of_the_format_reward():
         assert sum(game.turn_rewards) == pytest.approx(0.2 * game.metrics["game/format"])
         turns_seen.update(expected)
     assert 0.0 in turns_seen and len(turns_seen) > 2  # malformed answers, games of several lengths
+
+
+def test_a_game_out_of_turns_credits_each_answer_its_format_once():
+    """Six invalid answers, then a legal move at the seventh and last turn: the game stops
+    unfinished, and each well-formed answer still earns its part (the invalid ones their penalty
+    on top). A game that ends on its last turn is credited once."""
+    env = tictactoe(num_examples=6, min_random_move_prob=0.0, max_random_move_prob=0.0)
+
+    def stalls_six_times(messages):
+        if sum(m["role"] == "assistant" for m in messages) < 6:
+            return DODGE
+        return f"<think>.</think><move>{free_cells(parse_board(messages[-1]['content']))[0]}</move>"
+
+    games = rlve.evaluate(env, ScriptedEngine(stalls_six_times), 6, 1, seed=0).groups
+    for game in (g.trajectories[0] for g in games):
+        assert game.num_turns == 7 and game.metrics["game/invalid_moves"] == 6
+        assert game.metrics["game/unfinished"] == 1.0
+        assert game.turn_rewards[:6] == pytest.approx([0.2 / 7 + INVALID_MOVE_PENALTY] * 6)
+        assert game.turn_rewards[6] == pytest.approx(0.2 / 7)
+        assert game.reward == pytest.approx(sum(game.turn_rewards))  # an unfinished game: 0
+    env = tictactoe(
+        num_examples=20, max_turns=5, min_random_move_prob=0.0, max_random_move_prob=0.0
+    )
+    games = [
+        g.trajectories[0] for g in rlve.evaluate(env, ScriptedEngine(minimax_policy), 20).groups
+    ]
+    assert any(game.num_turns == 5 for game in games)  # X opened and filled the board
+    for game in games:
+        assert sum(game.turn_rewards) == pytest.approx(0.2)  # every answer well formed, no mistake

@@ -212,12 +212,12 @@ class TicTacToeEnv(MultiTurnEnv):
         words = self.wording
         text = str(messages[-1].get("content") or "")
         self.note_format(state, text)
+        if state["turn"] >= self.max_turns:  # no answer follows this one
+            self.credit_format(state)
         try:
             cell = answered_cell(text, board)
         except InvalidMove as invalid:
             self.count_invalid(state, board)
-            if state["turn"] >= self.max_turns:  # the game stops here, unfinished
-                self.credit_format(state)
             return [{"role": "user", "content": words.invalid_move_message(invalid.reason, board)}]
         self.judge_move(state, board, cell)
         board = place(board, cell, X_MARK)
@@ -257,10 +257,13 @@ class TicTacToeEnv(MultiTurnEnv):
 
     def credit_format(self, state: State) -> None:
         """Credit each answer of the player whose state this is its part of the format reward,
-        at the end of its game. Skipped when an answer is missing (an episode cut short by its
-        context or time limit): the last turn then keeps the format reward, as it would without
-        this."""
+        once, at the end of its game or its last turn. Skipped when an answer is missing (an
+        episode cut short by its context or time limit): the last turn then keeps the format
+        reward, as it would without this."""
         formats = state.get("answer_formats", [])
+        if state.get("format_credited"):
+            return
+        state["format_credited"] = True
         if formats and len(formats) == state["turn"]:
             for turn, ok in enumerate(formats):
                 if ok:
