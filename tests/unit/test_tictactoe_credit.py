@@ -7,7 +7,6 @@ import pytest
 
 import rlve
 from rlve.envs.tictactoe import minimax_policy
-from rlve.envs.tictactoe.env import INVALID_MOVE_PENALTY
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
     O_MARK,
@@ -23,6 +22,7 @@ from rlve.envs.tictactoe.game import (
     place,
     winner,
 )
+from rlve.envs.tictactoe.rewards import INVALID_MOVE_PENALTY
 from rlve.rollout import ScriptedEngine
 
 DODGE = "<think>stall</think><move>9</move>"

@@ -248,7 +248,7 @@ def test_curriculum_driven_games_play_like_dataset_games():
 
 
 def test_the_per_move_invalid_penalty_counts_every_invalid_move():
-    from rlve.envs.tictactoe.env import invalid_move_penalty, invalid_moves_penalty
+    from rlve.envs.tictactoe.rewards import invalid_move_penalty, invalid_moves_penalty
 
     state = {"invalid_moves": 3}
     assert invalid_move_penalty(state) == pytest.approx(-0.1)

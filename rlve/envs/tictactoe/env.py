@@ -33,7 +33,7 @@ from typing import Any
 
 from rlve.curriculum.stratified import stratified_probabilities
 from rlve.envs.base import MultiTurnEnv, State, require_int
-from rlve.envs.parsers import XMLParser, assistant_texts
+from rlve.envs.parsers import XMLParser
 from rlve.envs.rubric import Rubric
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
@@ -55,12 +55,18 @@ from rlve.envs.tictactoe.game import (
     winner,
 )
 from rlve.envs.tictactoe.prompts import BOARDS, GRID, SYSTEM_PROMPTS, Wording
+from rlve.envs.tictactoe.rewards import (
+    FORMAT_WEIGHT,
+    INVALID_MOVE_PENALTY,
+    INVALID_PENALTIES,
+    format_reward,
+    mistake_count,
+    mistakes,
+    regrets,
+    win_reward,
+)
 from rlve.envs.tictactoe.self_play import OPPONENTS, finish_seat, plays_self, seat_move
 from rlve.types import Example, Message, Trajectory
-
-INVALID_MOVE_PENALTY = -0.1
-FORMAT_WEIGHT = 0.2
-"""the rubric's weight of the share of well-formed answers"""
 
 
 def _check_probability(name: str, value: float) -> None:
@@ -108,47 +114,6 @@ def example_rows(
         self_play = opponent == "self" and plays_self(i, scripted_fraction)
         rows.append(example_row(seed * 1_000_003 + i, prob, self_play, wording))
     return rows
-
-
-def win_reward(state: State) -> float:
-    """1 for a win, 0.5 for a draw, 0 for a loss or an unfinished game."""
-    return {"win": 1.0, "draw": 0.5}.get(state.get("result"), 0.0)
-
-
-def format_reward(completion: list[Message]) -> float:
-    """Share of the model's messages shaped `<think>...</think> ... <move>...</move>`."""
-    texts = assistant_texts(completion)
-    return sum(format_ok(t) for t in texts) / len(texts) if texts else 0.0
-
-
-def invalid_move_penalty(state: State) -> float:
-    """A flat -0.1 when any move of the game was invalid."""
-    return INVALID_MOVE_PENALTY if state.get("invalid_moves", 0) > 0 else 0.0
-
-
-def invalid_moves_penalty(state: State) -> float:
-    """-0.1 for each invalid move of the game (invalid_penalty="per_move")."""
-    return INVALID_MOVE_PENALTY * state.get("invalid_moves", 0)
-
-
-INVALID_PENALTIES = {"flat": invalid_move_penalty, "per_move": invalid_moves_penalty}
-
-
-def mistake_count(state: State) -> int:
-    """The mistakes of the player whose state this is, of every kind."""
-    return sum(state.get(kind, 0) for kind in MISTAKE_KINDS)
-
-
-def mistakes(state: State) -> float:
-    """Minus the number of mistakes of the game, each answer without a move counted as the
-    mistakes losing from its position would be (weighted by `mistake_penalty` in the rubric)."""
-    return -float(mistake_count(state) + state.get("dodged", 0))
-
-
-def regrets(state: State) -> float:
-    """Minus the result levels the game's moves gave up under best play, answers without a move
-    priced as losing from their position (weighted by `regret_penalty` in the rubric)."""
-    return -float(state.get("regret", 0) + state.get("dodged", 0))
 
 
 class TicTacToeEnv(MultiTurnEnv):
@@ -260,10 +225,10 @@ class TicTacToeEnv(MultiTurnEnv):
         once, at the end of its game or its last turn. Skipped when an answer is missing (an
         episode cut short by its context or time limit): the last turn then keeps the format
         reward, as it would without this."""
-        formats = state.get("answer_formats", [])
         if state.get("format_credited"):
             return
         state["format_credited"] = True
+        formats = state.get("answer_formats", [])
         if formats and len(formats) == state["turn"]:
             for turn, ok in enumerate(formats):
                 if ok:
