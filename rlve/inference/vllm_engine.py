@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlve.config import InferenceConfig
+from rlve.inference.cpu_binding import worker_cores
 from rlve.inference.engine import (
     EngineFatalError,
     Generation,
@@ -114,8 +115,8 @@ class VLLMEngine:
             # object has no attribute 'finalize_loading'") and compiles again at every start;
             # its other compile cache loads: SmolLM2-135M starts in about 30 s instead of 67 s.
             os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
-            if s.cpu_cores != "auto":
-                os.environ["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_cores
+            if s.tensor_parallel_size == 1:  # several workers need one core list each
+                os.environ["VLLM_CPU_OMP_THREADS_BIND"] = worker_cores(s.cpu_cores)
         args = AsyncEngineArgs(
             model=self.model_path,
             dtype=s.dtype,

@@ -1,0 +1,25 @@
+"""inference.cpu_cores -> VLLM_CPU_OMP_THREADS_BIND."""
+
+import os
+
+from rlve.inference.cpu_binding import VLLM_DEFAULT, worker_cores
+
+
+def test_auto_gives_the_worker_every_core_of_a_two_core_machine():
+    assert worker_cores("auto", usable={1, 0}) == "0,1"
+    assert worker_cores("auto", usable={3}) == "3"
+
+
+def test_auto_keeps_vllms_binding_on_larger_machines():
+    assert worker_cores("auto", usable=range(16)) == VLLM_DEFAULT == "auto"
+
+
+def test_auto_reads_this_process_affinity():
+    cores = sorted(os.sched_getaffinity(0))
+    expected = ",".join(map(str, cores)) if len(cores) <= 2 else VLLM_DEFAULT
+    assert worker_cores("auto") == expected
+
+
+def test_any_other_setting_is_passed_on_as_it_is():
+    for setting in ("0", "0-3", "nobind", "0-1|2-3"):
+        assert worker_cores(setting, usable={0, 1}) == setting
