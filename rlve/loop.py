@@ -28,11 +28,12 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from rlve.config import RunConfig
+from rlve.config import InferenceConfig, RunConfig
 from rlve.curriculum import DifficultyController
 from rlve.distributed import Crew, follow, init_world
 from rlve.envs import expand_env_names, load_environment
 from rlve.envs.base import Environment
+from rlve.inference.cpu_binding import VLLMS_OWN
 from rlve.inference.engine import ServingEngine
 from rlve.inference.scripted import ScriptedEngine, load_policy
 from rlve.inference.vllm_logs import send_vllm_logs_to
@@ -93,7 +94,15 @@ def build_engine(config: RunConfig, tokenizer):
 
     if config.logging.vllm_log_file:
         send_vllm_logs_to(config.output_dir)
-    return VLLMEngine(resolve_model_path(config.trainer.model), tokenizer, config.inference)
+    return VLLMEngine(resolve_model_path(config.trainer.model), tokenizer, engine_settings(config))
+
+
+def engine_settings(config: RunConfig) -> InferenceConfig:
+    """`config.inference`, with vLLM's own core binding in place of "auto" when the trainer
+    computes while vLLM samples (rlve.inference.cpu_binding.VLLMS_OWN)."""
+    if config.rollout.async_level > 0 and config.inference.cpu_cores == "auto":
+        return replace(config.inference, cpu_cores=VLLMS_OWN)
+    return config.inference
 
 
 def build_sampler(config: RunConfig, envs: dict[str, Environment], weights) -> ProblemSampler:

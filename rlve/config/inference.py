@@ -25,8 +25,9 @@ class InferenceConfig:
     """KV cache size on CPU, whole GiB (sets VLLM_CPU_KVCACHE_SPACE)"""
     cpu_cores: str = "auto"
     """cores of vLLM's worker on CPU (sets VLLM_CPU_OMP_THREADS_BIND: "0", "0-3", "nobind");
-    "auto" = every core on a machine of two, where it evaluated 1.8x faster than on one;
-    elsewhere vLLM's choice: every core but one, left to its scheduler process
+    "vllm" = vLLM's choice: every core but one, left to its scheduler process; "auto" = every
+    core on a machine of two, where it evaluated 1.8x faster than on one, unless sampling
+    overlaps training (`rollout.async_level` > 0), and "vllm" elsewhere
     (rlve.inference.cpu_binding)"""
     max_num_seqs: int = 256
     """most sequences in one engine batch"""

@@ -23,3 +23,19 @@ def test_auto_reads_this_process_affinity():
 def test_any_other_setting_is_passed_on_as_it_is():
     for setting in ("0", "0-3", "nobind", "0-1|2-3"):
         assert worker_cores(setting, usable={0, 1}) == setting
+
+
+def test_vllm_names_vllms_own_binding():
+    assert worker_cores("vllm", usable={0, 1}) == VLLM_DEFAULT
+
+
+def test_the_loop_keeps_vllms_binding_when_sampling_overlaps_training():
+    from rlve.loop import engine_settings
+    from rlve.train import load_run_config
+
+    overlapping = load_run_config(["+experiment=tictactoe_cispo", "rollout.async_level=1"])
+    assert engine_settings(overlapping).cpu_cores == "vllm"
+    alternating = load_run_config(["+experiment=tictactoe_cispo", "rollout.async_level=0"])
+    assert engine_settings(alternating).cpu_cores == "auto"
+    chosen = load_run_config(["+experiment=tictactoe_cispo", "inference.cpu_cores=0"])
+    assert engine_settings(chosen).cpu_cores == "0"
