@@ -44,6 +44,7 @@ from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.summary import summarize, weight_lag, within_lag
+from rlve.training.allocator import keep_freed_memory
 from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
 from rlve.training.hacking_monitor import HackingMonitor, RewardHackingSuspected
 from rlve.training.metrics_logger import MetricsLogger
@@ -200,6 +201,8 @@ def train(
     """
     config.validate()
     world, device = init_world(config.trainer.device)
+    if config.trainer.cpu_keep_freed_memory and str(device).startswith("cpu"):
+        keep_freed_memory()
     run_dir = Path(config.output_dir)
     if not world.is_main:
         latest = world.broadcast(None)

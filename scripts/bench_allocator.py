@@ -1,12 +1,13 @@
 """The demo's SFT and RL steps (SmolLM2, the teacher's games on the threats board, 8 games per
-SFT step, 8 x 8 per RL step, CISPO, 2048-token micro-batches, bfloat16) under glibc's default
-allocator and with freed memory kept (`trainer.cpu_keep_freed_memory`), each in its own process
-so that neither inherits the other's heap.
-
-glibc hands an allocation above its mmap threshold (32 MB at most) straight to the kernel and
-unmaps it on free, so every step's large tensors are faulted in again, page by page, zeroed by
-the kernel: system time. Prints seconds per step, user and system CPU seconds per step, minor
-page faults per step and peak RSS, and the speed-up of keeping freed memory.
+SFT step, 8 x 8 per RL step, CISPO, 2048-token micro-batches, bfloat16) under three ways of
+getting large CPU tensors, each in its own process so that none inherits another's heap:
+- "glibc default": THP_MEM_ALLOC_ENABLE=0, glibc maps every allocation above 32 MB afresh and
+  unmaps it on free, so each step faults its large tensors in again, 4 KB at a time;
+- "freed memory kept": glibc's mallopt with mmap off and a 2 GiB trim threshold, so freed
+  blocks stay on the heap (`trainer.cpu_keep_freed_memory`, rlve.training.allocator);
+- "huge pages": torch's THP_MEM_ALLOC_ENABLE=1, transparent huge pages for its tensors.
+Prints seconds per step, user and system CPU seconds per step, minor page faults per step and
+the peak RSS after each kind of step, and each setting's speed-up over glibc's default.
 
     python scripts/bench_allocator.py [--steps 3]
 """
@@ -15,17 +16,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 
-SETTINGS = ("glibc default", "freed memory kept")
+SETTINGS = {"glibc default": "0", "freed memory kept": "0", "huge pages": "1"}
+"""setting -> THP_MEM_ALLOC_ENABLE"""
 
 
 def usage() -> tuple[float, float, int]:
     u = resource.getrusage(resource.RUSAGE_SELF)
     return u.ru_utime, u.ru_stime, u.ru_minflt
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def timed(step, batches) -> dict[str, float]:
@@ -50,8 +57,12 @@ def measure(setting: str, steps: int) -> dict[str, dict[str, float]]:
     from rlve.cli.recipe import DEMO
     from rlve.config import TrainerConfig
     from rlve.models import load_tokenizer
+    from rlve.training.allocator import keep_freed_memory
     from rlve.training.sft import SftSequence, tictactoe_teacher_data
     from rlve.training.trainer import Trainer
+
+    if setting == "freed memory kept":
+        keep_freed_memory()
 
     size = replace(DEMO, board="threats", dtype="bfloat16")
     games, _ = tictactoe_teacher_data(
@@ -64,43 +75,41 @@ def measure(setting: str, steps: int) -> dict[str, dict[str, float]]:
     config = TrainerConfig(
         model=size.model, dtype=size.dtype, lr=size.rl_lr, loss="cispo", is_cap=5.0,
         old_logprobs="recompute", max_tokens_per_microbatch=size.max_tokens_per_microbatch,
-        cpu_keep_freed_memory=setting == SETTINGS[1],
     )  # fmt: skip
     trainer = Trainer(config)
     groups = recipe_groups(trainer.tokenizer, size.board, size.teacher_noise,
                            size.groups_per_step, size.group_size)  # fmt: skip
-    return {
-        "SFT": timed(trainer.sft_step, [examples[i * b : (i + 1) * b] for i in range(steps + 1)]),
-        "RL": timed(trainer.train_step, [groups] * (steps + 1)),
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-    }
+    sft = timed(trainer.sft_step, [examples[i * b : (i + 1) * b] for i in range(steps + 1)])
+    sft["peak_rss_gb"] = peak_rss_gb()
+    rl = timed(trainer.train_step, [groups] * (steps + 1))
+    rl["peak_rss_gb"] = peak_rss_gb()
+    return {"SFT": sft, "RL": rl}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=3, help="timed steps of each kind")
-    parser.add_argument("--setting", choices=SETTINGS, help=argparse.SUPPRESS)  # the child's
+    parser.add_argument("--setting", choices=list(SETTINGS), help=argparse.SUPPRESS)  # the child's
     args = parser.parse_args()
     if args.setting:
         print(json.dumps(measure(args.setting, args.steps)))
         return
     rows = {}
-    for setting in SETTINGS:
+    for setting, switch in SETTINGS.items():
         command = [sys.executable, __file__, "--setting", setting, "--steps", str(args.steps)]
-        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        env = {**os.environ, "THP_MEM_ALLOC_ENABLE": switch}
+        out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
         rows[setting] = json.loads(out.strip().splitlines()[-1])
     print(f"\nSmolLM2-135M, the demo's sizes, {args.steps} steps of each kind after a warm-up")
     print(f"{'step':<4} {'setting':<18} {'s/step':>7} {'user s':>7} {'system s':>9} "
-          f"{'faults':>9} {'peak RSS GB':>12}")  # fmt: skip
+          f"{'faults':>9} {'peak RSS GB':>12} {'speed-up':>9}")  # fmt: skip
     for kind in ("SFT", "RL"):
+        default = rows["glibc default"][kind]["s"]
         for setting, row in rows.items():
             r = row[kind]
-            print(
-                f"{kind:<4} {setting:<18} {r['s']:>7.2f} {r['user_s']:>7.2f} "
-                f"{r['system_s']:>9.2f} {r['faults']:>9.0f} {row['peak_rss_gb']:>12.2f}"
-            )
-        default, kept = (rows[s][kind]["s"] for s in SETTINGS)
-        print(f"{kind} speed-up with freed memory kept: {default / kept:.2f}x")
+            print(f"{kind:<4} {setting:<18} {r['s']:>7.2f} {r['user_s']:>7.2f} "
+                  f"{r['system_s']:>9.2f} {r['faults']:>9.0f} {r['peak_rss_gb']:>12.2f} "
+                  f"{default / r['s']:>8.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -63,9 +63,10 @@ class TrainerConfig:
     """torch threads of a trainer on the CPU (torch.set_num_threads); None = torch's default,
     one per core, also those vLLM runs on (docs/benchmarks.md "Threads" measures the split)"""
     cpu_keep_freed_memory: bool = True
-    """on the CPU, have glibc's malloc keep freed memory for the next step instead of unmapping
-    it (rlve.training.allocator): the recipe's RL step ran 1.3x faster (docs/benchmarks.md
-    "Allocator"); process-wide, so it also holds for whatever else runs in the trainer's process"""
+    """RL on the CPU: glibc's malloc keeps freed memory for the next step instead of unmapping
+    it (rlve.training.allocator); the recipe's RL step ran 1.09-1.31x faster and its peak RSS
+    rose 0.5-0.7 GB (docs/benchmarks.md "Allocator"). Set by the RL loop, process-wide; SFT
+    gained nothing from it and does not set it"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass: less memory, about a third more compute"""
     lora: LoraConfig = field(default_factory=LoraConfig)

@@ -1,11 +1,13 @@
-"""Keeping freed memory in the process, so a CPU training step does not fault its tensors in again.
+"""Keeping freed memory in the process, so a CPU RL step does not fault its tensors in again.
 
 glibc's malloc serves an allocation above its mmap threshold (32 MB at most) with a fresh mmap
-and unmaps it on free. A training step allocates the same large tensors every time (activations,
-a chunk's [tokens, vocabulary] logits, gradients), so each step the kernel maps and zeroes them
-again, page by page: on two cores that showed as system time beside the matmuls. With mmap off
-and a high trim threshold, freed blocks stay on malloc's heap and the next step reuses them;
-the resident size stays at the step's peak instead of falling between steps.
+and unmaps it on free. An RL step allocates the same large tensors every time (activations, a
+chunk's [tokens, vocabulary] logits, gradients), so each step the kernel maps and zeroes them
+again, page by page: up to a fifth of the step's CPU time in the kernel on two cores. With mmap
+off and a high trim threshold, freed blocks stay on malloc's heap and the next step reuses them;
+the resident size stays near the step's peak instead of falling between steps. Transparent huge
+pages for torch's tensors (THP_MEM_ALLOC_ENABLE=1) were measured instead and made the step
+slower (docs/benchmarks.md "Allocator").
 """
 
 from __future__ import annotations

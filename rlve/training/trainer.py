@@ -28,7 +28,6 @@ from rlve.distributed import World
 from rlve.models import load_tokenizer
 from rlve.models.precision import resolve_dtype
 from rlve.sync.weight_stream import WeightStream
-from rlve.training.allocator import keep_freed_memory
 from rlve.training.checkpoint import (
     capture_rng_state,
     load_checkpoint,
@@ -73,8 +72,6 @@ class Trainer:
         self.device = torch.device(config.device)
         if self.device.type == "cpu" and config.cpu_threads is not None:
             torch.set_num_threads(config.cpu_threads)
-        if self.device.type == "cpu" and config.cpu_keep_freed_memory:
-            keep_freed_memory()
         self.tokenizer = load_tokenizer(config.model)
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
