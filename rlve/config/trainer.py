@@ -62,11 +62,12 @@ class TrainerConfig:
     cpu_threads: int | None = None
     """torch threads of a trainer on the CPU (torch.set_num_threads); None = torch's default,
     one per core, also those vLLM runs on (docs/benchmarks.md "Threads" measures the split)"""
-    cpu_keep_freed_memory: bool = True
+    cpu_keep_freed_memory: bool = False
     """RL on the CPU: glibc's malloc keeps freed memory for the next step instead of unmapping
-    it (rlve.training.allocator); the recipe's RL step ran 1.09-1.31x faster and its peak RSS
-    rose 0.5-0.7 GB (docs/benchmarks.md "Allocator"). Set by the RL loop, process-wide; SFT
-    gained nothing from it and does not set it"""
+    it (rlve.training.allocator, set by the RL loop, process-wide). The recipe's RL step ran
+    1.09-1.31x faster, but in the demo's RL run the process grew about 1 GB a step (8.1 -> 13.0
+    GB over 5 steps) without levelling off, so it is off unless asked for (docs/benchmarks.md
+    "Allocator")"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass: less memory, about a third more compute"""
     lora: LoraConfig = field(default_factory=LoraConfig)
