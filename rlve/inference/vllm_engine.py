@@ -115,7 +115,8 @@ class VLLMEngine:
             # object has no attribute 'finalize_loading'") and compiles again at every start;
             # its other compile cache loads: SmolLM2-135M starts in about 30 s instead of 67 s.
             os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
-            if s.tensor_parallel_size == 1:  # several workers need one core list each
+            # "auto" is resolved for one worker only: several need one core list each
+            if s.cpu_cores != "auto" or s.tensor_parallel_size == 1:
                 os.environ["VLLM_CPU_OMP_THREADS_BIND"] = worker_cores(s.cpu_cores)
         args = AsyncEngineArgs(
             model=self.model_path,
