@@ -76,3 +76,24 @@ def test_a_run_killed_at_a_point_resumes_to_the_uninterrupted_metrics(
     assert logged_before[:2] == [1, 2]
     resume(run_dir, overrides)
     assert metrics(run_dir) == uninterrupted[async_level]
+
+
+FADING_HINTS = [
+    "rollout.scripted_policy=rlve.envs.tictactoe:minimax_policy",  # never loses: levels rise
+    "+env.args.tictactoe.hint_levels=4",
+    "env.curriculum.enabled=true",
+    "env.curriculum.tau_acc=0.7",
+    "env.curriculum.tau_num=12",  # one step's 3 x 4 games
+    "env.curriculum.d_delta=1",
+]
+
+
+def test_the_fading_hints_curriculum_resumes_at_the_level_it_reached(tmp_path):
+    """The threats line's curriculum (tictactoe's hint_levels) killed mid-run: the resumed run
+    draws the same levels and games as one never killed (its window is in the checkpoint)."""
+    overrides = [*test_loop.FAST, *STEPS, *FADING_HINTS]
+    whole = metrics(train(load_run_config([*overrides, f"output_dir={tmp_path / 'whole'}"])))
+    assert [row["curriculum/tictactoe/high"] for row in whole] == [1.0, 2.0, 3.0, 4.0]
+    killed_run(tmp_path / "run", overrides, "optimizer_step@3")
+    resume(tmp_path / "run", overrides)
+    assert metrics(tmp_path / "run") == whole

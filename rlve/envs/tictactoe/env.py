@@ -43,6 +43,7 @@ from rlve.envs.tictactoe.game import (
     Board,
     InvalidMove,
     answered_cell,
+    board_key,
     dodge_regret,
     format_ok,
     free_cells,
@@ -54,7 +55,7 @@ from rlve.envs.tictactoe.game import (
     place,
     winner,
 )
-from rlve.envs.tictactoe.prompts import BOARDS, GRID, SYSTEM_PROMPTS, Wording
+from rlve.envs.tictactoe.prompts import BOARDS, GRID, SYSTEM_PROMPTS, THREATS, Wording
 from rlve.envs.tictactoe.rewards import (
     FORMAT_WEIGHT,
     INVALID_MOVE_PENALTY,
@@ -63,9 +64,11 @@ from rlve.envs.tictactoe.rewards import (
     mistake_count,
     mistakes,
     regrets,
+    threats_reward,
     win_reward,
 )
 from rlve.envs.tictactoe.self_play import OPPONENTS, finish_seat, plays_self, seat_move
+from rlve.envs.tictactoe.threats import states_threats_right
 from rlve.types import Example, Message, Trajectory
 
 
@@ -74,12 +77,31 @@ def _check_probability(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
 
 
+def hint_probability(difficulty: int, levels: int) -> float:
+    """How often the threats line is shown at curriculum level `difficulty` of `levels`: always
+    at 0, falling in equal steps, never from `levels` on (the plain grid board)."""
+    return max(0.0, 1.0 - difficulty / levels)
+
+
+def turn_wording(wording: Wording, info: dict[str, Any], board: Board) -> Wording:
+    """The wording of a game's message on `board`: `wording`, or, in a game with a hint
+    probability p (`info["hint_prob"]`), the threats board's with probability p, the draw seeded
+    by the game and the board."""
+    hint_prob = info.get("hint_prob", 0.0)
+    if hint_prob <= 0:
+        return wording
+    draw = random.Random(f"hint_{info['example_seed']}_{board_key(board)}").random()
+    return THREATS if draw < hint_prob else GRID
+
+
 def example_row(
-    example_seed: int, random_move_prob: float, self_play: bool = False, wording: Wording = GRID
-) -> dict:
+    example_seed: int, random_move_prob: float, self_play: bool = False, wording: Wording = GRID,
+    hint_prob: float = 0.0,
+) -> dict:  # fmt: skip
     """One game: who starts (from the seed), the opponent's opening if it starts, the prompt.
     In a self-play game that O opens, the prompt is made once O (the policy) has played, in the
-    episode's `setup_state`; the row's says so."""
+    episode's `setup_state`; the row's says so. With `hint_prob` > 0 (on the grid wording) each
+    message shows the threats line with that probability (`turn_wording`)."""
     opponent_starts = random.Random(example_seed).random() < 0.5
     board = EMPTY_BOARD
     if opponent_starts and self_play:
@@ -96,6 +118,9 @@ def example_row(
         "opponent_starts": opponent_starts,
         "opponent": "self" if self_play else "scripted",
     }
+    if hint_prob > 0:
+        info["hint_prob"] = hint_prob
+        wording = turn_wording(wording, info, board)
     return {"question": wording.turn_message(board, status), "info": info}
 
 
@@ -119,7 +144,12 @@ def example_rows(
 class TicTacToeEnv(MultiTurnEnv):
     """Tic-tac-toe as X; see the module docstring for the rules and the rubric."""
 
-    escape_metrics = ("game/invalid", "game/unfinished", "game/malformed")
+    escape_metrics = (
+        "game/invalid",
+        "game/unfinished",
+        "game/malformed",
+        "game/stated_right_moved_wrong",
+    )
 
     invalid_penalty: str = "flat"
     """'flat' or 'per_move' (INVALID_PENALTIES): which invalid moves are credited their penalty
@@ -140,20 +170,52 @@ class TicTacToeEnv(MultiTurnEnv):
     regret_penalty: float = 0.0
     """what each result level a move gives up costs, credited to that move (0: not penalised)"""
 
+    threats_weight: float = 0.0
+    """the rubric's weight of the share of answers that state their position's threats right,
+    each credited its part at its own turn (0: measured as game/threats_stated_right only)"""
+
     wording: Wording = GRID
     """the messages' words and board rendering (prompts.BOARDS, the `board` argument)"""
 
+    hint_levels: int = 0
+    """> 0: the curriculum's difficulty is the threats hint (`hint_probability`), not the
+    opponent's strength, which is drawn from the environment's random-move range instead"""
+
+    random_move_range: tuple[float, float] = (0.2, 0.7)
+    """the opponent's random-move probability range of the games the curriculum makes when its
+    difficulty is the hint"""
+
+    rules: str = "full"
+    """which system prompt of the wording (its `system_prompts` key)"""
+
     def make_example(self, seed: int, difficulty: int) -> Example:
-        """A fresh game whose opponent the curriculum sets: difficulty d plays random moves with
-        probability max(0, 1 - d * difficulty_step) (d = 0: a random opponent; 10: perfect)."""
+        """A fresh game at the curriculum's difficulty d. Without hint levels it sets the
+        opponent, who plays random moves with probability max(0, 1 - d * difficulty_step)
+        (d = 0: a random opponent; 10: perfect). With `hint_levels` n it sets the hint: each
+        turn shows the threats line with probability `hint_probability(d, n)`, and the
+        opponent's random-move probability is drawn from `random_move_range`."""
         if difficulty < 0:
             raise ValueError(f"difficulty must be >= 0, got {difficulty}")
-        prob = max(0.0, 1.0 - difficulty * self.difficulty_step)
-        scripted = random.Random(f"opponent_{seed}").random() < self.scripted_fraction
-        row = example_row(seed, prob, self.opponent == "self" and not scripted, self.wording)
-        prompt = [{"role": "system", "content": self.system_prompt},
+        if self.hint_levels:
+            low, high = self.random_move_range
+            prob = random.Random(f"opponent_prob_{seed}").uniform(low, high)
+            row = example_row(seed, prob, hint_prob=hint_probability(difficulty, self.hint_levels))
+            wording = THREATS if row["info"].get("hint_prob", 0.0) > 0 else GRID
+            system_prompt = wording.system_prompts[self.rules]
+        else:
+            prob = max(0.0, 1.0 - difficulty * self.difficulty_step)
+            scripted = random.Random(f"opponent_{seed}").random() < self.scripted_fraction
+            row = example_row(seed, prob, self.opponent == "self" and not scripted, self.wording)
+            system_prompt = self.system_prompt
+        prompt = [{"role": "system", "content": system_prompt},
                   {"role": "user", "content": row["question"]}]  # fmt: skip
         return Example(seed, prompt, "", {**row["info"], "difficulty": difficulty})
+
+    def words(self, state: State, board: Board) -> Wording:
+        """The wording of the next message on `board`: the environment's, or under a hint
+        probability p the threats board's with probability p, drawn from the game's seed and
+        the board (a group's games show the same hints at the same positions)."""
+        return turn_wording(self.wording, state["info"], board)
 
     async def setup_state(self, state: State) -> None:
         info = state["info"]
@@ -174,20 +236,20 @@ class TicTacToeEnv(MultiTurnEnv):
 
     async def env_response(self, messages: list[Message], state: State) -> list[Message]:
         board: Board = state["board"]
-        words = self.wording
         text = str(messages[-1].get("content") or "")
-        self.note_format(state, text)
+        self.note_answer(state, text, board)
         if state["turn"] >= self.max_turns:  # no answer follows this one
-            self.credit_format(state)
+            self.credit_answers(state)
         try:
             cell = answered_cell(text, board)
         except InvalidMove as invalid:
             self.count_invalid(state, board)
-            return [{"role": "user", "content": words.invalid_move_message(invalid.reason, board)}]
+            retry = self.words(state, board).invalid_move_message(invalid.reason, board)
+            return [{"role": "user", "content": retry}]
         self.judge_move(state, board, cell)
         board = place(board, cell, X_MARK)
         if self._game_over(board, state):
-            return [{"role": "user", "content": words.final_message(state["result"], board)}]
+            return [{"role": "user", "content": self.wording.final_message(state["result"], board)}]
         info = state["info"]
         if info.get("opponent") == "self":
             reply = await seat_move(state, board, cell, self)
@@ -197,8 +259,9 @@ class TicTacToeEnv(MultiTurnEnv):
             )
         board = place(board, reply, O_MARK)
         if self._game_over(board, state):
-            return [{"role": "user", "content": words.final_message(state["result"], board)}]
+            return [{"role": "user", "content": self.wording.final_message(state["result"], board)}]
         state["board"] = board
+        words = self.words(state, board)
         status = words.opponent_played_status(reply)
         return [{"role": "user", "content": words.turn_message(board, status)}]
 
@@ -207,6 +270,7 @@ class TicTacToeEnv(MultiTurnEnv):
         (its own view): the invalid-move penalty, and under a mistake or regret penalty the
         price of losing from `board`, credited to that answer."""
         state["invalid_moves"] += 1
+        self.note_move_given_up(state)
         cost = 0.0
         if self.invalid_penalty == "per_move" or state["invalid_moves"] == 1:
             cost += INVALID_MOVE_PENALTY
@@ -216,23 +280,35 @@ class TicTacToeEnv(MultiTurnEnv):
         if cost:
             self.reward_turn(state, cost)  # the answer that cost it
 
-    def note_format(self, state: State, text: str) -> None:
-        """Record whether an answer of the player whose state this is was well formed."""
+    def note_answer(self, state: State, text: str, board: Board) -> None:
+        """Record whether an answer of the player whose state this is was well formed, and
+        whether it stated the threats of `board` (the position it answered, its own view)."""
         state.setdefault("answer_formats", []).append(format_ok(text))
+        state.setdefault("answer_threats", []).append(states_threats_right(text, board))
 
-    def credit_format(self, state: State) -> None:
-        """Credit each answer of the player whose state this is its part of the format reward,
-        once, at the end of its game or its last turn. Skipped when an answer is missing (an
-        episode cut short by its context or time limit): the last turn then keeps the format
-        reward, as it would without this."""
-        if state.get("format_credited"):
+    def note_move_given_up(self, state: State) -> None:
+        """Count the answer just noted as one whose move gave up a result (or played none) when
+        its statement of the threats was right: reasons bought without the play they should
+        lead to, an escape the hacking monitor watches (`game/stated_right_moved_wrong`)."""
+        if state.get("answer_threats", [False])[-1]:
+            state["stated_right_moved_wrong"] = state.get("stated_right_moved_wrong", 0) + 1
+
+    def credit_answers(self, state: State) -> None:
+        """Credit each answer of the player whose state this is its part of the format reward
+        and, under `threats_weight`, of the stated-threats reward, once, at the end of its game
+        or its last turn. Skipped when an answer is missing (an episode cut short by its context
+        or time limit): the last turn then keeps those rewards, as it would without this."""
+        if state.get("answers_credited"):
             return
-        state["format_credited"] = True
-        formats = state.get("answer_formats", [])
-        if formats and len(formats) == state["turn"]:
-            for turn, ok in enumerate(formats):
-                if ok:
-                    self.reward_turn(state, FORMAT_WEIGHT / len(formats), turn)
+        state["answers_credited"] = True
+        turns = state["turn"]
+        for key, weight in (("answer_formats", FORMAT_WEIGHT),
+                            ("answer_threats", self.threats_weight)):  # fmt: skip
+            marks = state.get(key, [])
+            if weight and marks and len(marks) == turns:
+                for turn, ok in enumerate(marks):
+                    if ok:
+                        self.reward_turn(state, weight / len(marks), turn)
 
     def judge_move(self, state: State, board: Board, cell: int) -> None:
         """Count a valid move of the player whose state this is (as X on `board`, its own view)
@@ -248,6 +324,8 @@ class TicTacToeEnv(MultiTurnEnv):
             cost += self.mistake_penalty
         regret = move_regret(board, cell, X_MARK)
         state["regret"] = state.get("regret", 0) + regret
+        if regret:
+            self.note_move_given_up(state)
         cost += self.regret_penalty * regret
         if cost:
             self.reward_turn(state, -cost)
@@ -259,9 +337,9 @@ class TicTacToeEnv(MultiTurnEnv):
             return False
         state["result"] = {X_MARK: "win", O_MARK: "loss", None: "draw"}[mark]
         finish_seat(state, state["result"])
-        self.credit_format(state)
+        self.credit_answers(state)
         if "o_seat" in state:
-            self.credit_format(state["o_seat"].state)
+            self.credit_answers(state["o_seat"].state)
         self.end_episode(state, "game_over")
         return True
 
@@ -271,7 +349,8 @@ class TicTacToeEnv(MultiTurnEnv):
 
     def episode_metrics(self, state: State) -> dict[str, float]:
         result = state.get("result")
-        formatted = sum(state.get("answer_formats", [])) / max(state["turn"], 1)
+        answers = max(state["turn"], 1)
+        formatted = sum(state.get("answer_formats", [])) / answers
         return {
             "game/win": float(result == "win"),
             "game/draw": float(result == "draw"),
@@ -289,6 +368,9 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/self_play": float(state["info"].get("opponent") == "self"),
             "game/format": formatted,
             "game/malformed": 1.0 - formatted,
+            "game/threats_stated_right": sum(state.get("answer_threats", [])) / answers,
+            "game/stated_right_moved_wrong": state.get("stated_right_moved_wrong", 0) / answers,
+            "game/hint_prob": float(state["info"].get("hint_prob", 0.0)),
         }
 
 
@@ -307,6 +389,8 @@ def load_environment(
     scripted_fraction: float = 0.0,
     mistake_penalty: float = 0.0,
     regret_penalty: float = 0.0,
+    threats_weight: float = 0.0,
+    hint_levels: int = 0,
 ) -> TicTacToeEnv:
     """Tic-tac-toe against a seeded minimax opponent of stratified strength.
 
@@ -339,11 +423,24 @@ def load_environment(
             regret: 1 for a drawn game lost or a won one drawn, 2 for a won game lost),
             credited to that move; an answer without a legal move costs the regret of losing
             from its position. 0 sums them (`game/regret`) without a penalty.
+        threats_weight: the reward for stating the position's threats right in the think
+            block ("X can win at 2. O can win at 5." or "No line has two of a mark.", the
+            threats board's words): this weight times the share of answers whose statement
+            names exactly each mark's winning cells, each answer's part credited at its turn.
+            Measured as `game/threats_stated_right` whatever the weight.
+        hint_levels: n > 0 makes the threats line a difficulty axis for the curriculum
+            (`env.curriculum.enabled`): at level d each message shows it with probability
+            1 - d/n, from level n on never (the plain grid board); the opponent's strength is
+            then drawn per game from [min_random_move_prob, max_random_move_prob]. The
+            dataset's own games (an evaluation) show no hint. Needs board='grid' and the
+            scripted opponent.
     """
     if opponent not in OPPONENTS:
         raise ValueError(f"opponent must be one of {list(OPPONENTS)}, got {opponent!r}")
     _check_probability("scripted_fraction", scripted_fraction)
-    for name, penalty in (("mistake_penalty", mistake_penalty), ("regret_penalty", regret_penalty)):
+    penalties = (("mistake_penalty", mistake_penalty), ("regret_penalty", regret_penalty),
+                 ("threats_weight", threats_weight))  # fmt: skip
+    for name, penalty in penalties:
         if not (math.isfinite(penalty) and penalty >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {penalty!r}")
     if invalid_penalty not in INVALID_PENALTIES:
@@ -365,6 +462,12 @@ def load_environment(
     require_int("num_groups", num_groups, 1)
     require_int("num_examples", num_examples, 1)
     require_int("max_turns", max_turns, 1)
+    require_int("hint_levels", hint_levels, 0)
+    if hint_levels and (board != "grid" or opponent != "scripted"):
+        raise ValueError(
+            f"hint_levels={hint_levels} fades the threats line out of the grid board against "
+            f"the scripted opponent; got board={board!r}, opponent={opponent!r}"
+        )
     rows = example_rows(num_examples, seed, min_random_move_prob, max_random_move_prob, num_groups,
                         opponent, scripted_fraction, wording)  # fmt: skip
     parser = XMLParser(["think", "move"], answer_field="move")
@@ -375,6 +478,8 @@ def load_environment(
         rubric.add(mistakes, mistake_penalty)
     if regret_penalty:
         rubric.add(regrets, regret_penalty)
+    if threats_weight:
+        rubric.add(threats_reward, threats_weight)
     env = TicTacToeEnv(
         rows,
         system_prompt=wording.system_prompts[rules],
@@ -387,5 +492,7 @@ def load_environment(
     env.invalid_penalty = invalid_penalty
     env.opponent, env.scripted_fraction = opponent, scripted_fraction
     env.mistake_penalty, env.regret_penalty = mistake_penalty, regret_penalty
-    env.wording = wording
+    env.wording, env.rules = wording, rules
+    env.threats_weight, env.hint_levels = threats_weight, hint_levels
+    env.random_move_range = (min_random_move_prob, max_random_move_prob)
     return env

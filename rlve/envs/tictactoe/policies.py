@@ -25,6 +25,7 @@ from rlve.envs.tictactoe.game import (
     place,
     winner,
 )
+from rlve.envs.tictactoe.prompts import open_lines
 from rlve.types import Message
 
 Policy = Callable[[list[Message], random.Random | None], str]
@@ -110,7 +111,15 @@ def random_policy(messages: list[Message], rng: random.Random | None = None) -> 
     return format_answer(cell, f"Cell {cell} is free.")
 
 
-REASONS = {"verdict": verdict_reason, "lines": lines_reason}
+def threats_reason(board: Board, cell: int) -> str:
+    """The position's threats first, in the words of the threats board's line ("O can win at
+    8." or "No line has two of a mark."), then the move's verdict ("Cell 8 blocks O's line."):
+    the student learns to compute the line that board hands it, and the environment can check
+    the statement (rlve.envs.tictactoe.threats)."""
+    return f"{open_lines(board)} {verdict_reason(board, cell)}"
+
+
+REASONS = {"verdict": verdict_reason, "lines": lines_reason, "threats": threats_reason}
 """how a teacher words its reasons, by name (`noisy_minimax_policy`'s `reasons`)"""
 
 
@@ -130,8 +139,10 @@ def noisy_minimax_policy(noise: float, reasons: str = "verdict") -> Policy:
         cell = noisy_best_move(board, X_MARK, noise, rng)
         if cell in best_moves(board, X_MARK):
             return format_answer(cell, reason(board, cell))
-        # A deliberate mistake still gets a plausible, format-valid answer.
-        return format_answer(cell, f"Cell {cell} looks good to me.")
+        # A deliberate mistake still gets a plausible, format-valid answer, its statement of
+        # the threats as right as a best move's: only the move is off.
+        opening = f"{open_lines(board)} " if reasons == "threats" else ""
+        return format_answer(cell, f"{opening}Cell {cell} looks good to me.")
 
     policy.__name__ = f"noisy_minimax_policy_{noise}" + (
         "" if reasons == "verdict" else f"_{reasons}"

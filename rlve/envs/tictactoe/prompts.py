@@ -15,15 +15,12 @@ from typing import Literal
 
 from rlve.envs.tictactoe.game import (
     EMPTY_BOARD,
-    O_MARK,
-    X_MARK,
     Board,
     free_cells,
-    place,
     render_board,
     render_compact_board,
-    winner,
 )
+from rlve.envs.tictactoe.threats import NO_THREATS, threat_cells
 
 GameResult = Literal["win", "loss", "draw"]
 
@@ -172,12 +169,12 @@ SYSTEM_PROMPTS = GRID.system_prompts
 def open_lines(board: Board) -> str:
     """Where each side would complete three with its next mark, X first: "X can win at 5. O
     can win at 2 or 8.", or "No line has two of a mark." when neither can."""
-    notes = []
-    for mark in (X_MARK, O_MARK):
-        cells = [c for c in free_cells(board) if winner(place(board, c, mark)) == mark]
-        if cells:
-            notes.append(f"{mark} can win at {' or '.join(map(str, cells))}.")
-    return " ".join(notes) or "No line has two of a mark."
+    notes = [
+        f"{mark} can win at {' or '.join(map(str, sorted(cells)))}."
+        for mark, cells in threat_cells(board).items()
+        if cells
+    ]
+    return " ".join(notes) or NO_THREATS
 
 
 _OPPONENT_CELL = re.compile(r"(?:The opponent \(O\) played cell|\bO played) ([0-8])\.")

@@ -24,6 +24,13 @@ def format_reward(completion: list[Message]) -> float:
     return sum(format_ok(t) for t in texts) / len(texts) if texts else 0.0
 
 
+def threats_reward(state: State) -> float:
+    """Share of the answers whose think block states the threats of the position they answered
+    (`threats.states_threats_right`; weighted by `threats_weight` in the rubric)."""
+    stated = state.get("answer_threats", [])
+    return sum(stated) / len(stated) if stated else 0.0
+
+
 def invalid_move_penalty(state: State) -> float:
     """A flat -0.1 when any move of the game was invalid."""
     return INVALID_MOVE_PENALTY if state.get("invalid_moves", 0) > 0 else 0.0

@@ -53,7 +53,7 @@ def plays_self(example_index: int, scripted_fraction: float) -> bool:
 async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> int:
     """O's move on `board` (X to have just played `x_cell`; None: O opens the game), asked of
     the O seat, which is opened on its first move. The environment (`referee`) records the
-    seat's answers' format, invalid answers and mistakes in the seat's state (`note_format`,
+    seat's answers' format, invalid answers and mistakes in the seat's state (`note_answer`,
     `count_invalid`, `judge_move`); the seat reads the referee's `wording`."""
     view = swap_marks(board)
     words = referee.wording
@@ -71,7 +71,7 @@ async def seat_move(state: State, board: Board, x_cell: int | None, referee) -> 
         text = await seat.play()
         if text is None:
             break
-        referee.note_format(seat.state, text)
+        referee.note_answer(seat.state, text, view)
         try:
             cell = answered_cell(text, view)
         except InvalidMove as invalid:
