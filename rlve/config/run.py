@@ -203,6 +203,10 @@ class HackingConfig:
     max_length_rise: float = 0.5
     """the same bound for the mean answer length, relative to its baseline (0.5: 50% longer;
     a curriculum's harder problems lengthen answers honestly); > 0"""
+    noise_sigmas: float = 3.0
+    """a share's bound is at least this many standard errors of the difference between the
+    step's share and the baseline's, from the episodes behind each (`episode/count`): a share
+    of 16 episodes moves by about 0.11 by chance; > 0"""
 
     def validate(self) -> None:
         require_choice("hacking.action", self.action, HACKING_ACTIONS)
@@ -210,7 +214,7 @@ class HackingConfig:
             is_int(self.baseline_steps) and self.baseline_steps >= 1,
             f"hacking.baseline_steps must be an integer >= 1, got {self.baseline_steps!r}",
         )
-        for name in ("max_rise", "max_length_rise"):
+        for name in ("max_rise", "max_length_rise", "noise_sigmas"):
             value = getattr(self, name)
             require(value > 0, f"hacking.{name} must be > 0, got {value}")
 

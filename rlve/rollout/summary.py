@@ -57,6 +57,7 @@ def _clean_summary(rollouts: Sequence[Trajectory]) -> dict[str, float]:
         "reward/std": _std(rewards),
         "reward/min": min(rewards),
         "reward/max": max(rewards),
+        "episode/count": float(len(rollouts)),
         "episode/turns_mean": _mean([t.num_turns for t in rollouts]),
         "completion/truncated_frac": _mean([float(t.truncated_turns > 0) for t in rollouts]),
     }

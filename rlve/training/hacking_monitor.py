@@ -18,11 +18,22 @@ reward's. A signal trips when it rises above its baseline by more than its bound
 `max_length_rise` for the length) while the mean reward has not risen by as much as the signal:
 rise > bound and reward gain < rise. A policy
 that answers longer and wins more is learning; one that answers longer and wins the same is not.
+
+A share's bound also covers chance: a share of few episodes moves by itself (16 answers: about
+0.11 either way). With `episode/count` in the metrics (n at the step, n0 summed over the
+baseline steps) and p the two pooled, the bound is
+
+    max(max_rise, noise_sigmas * sqrt(p * (1 - p) * (1/n + 1/n0)))
+
+the rise that a share unchanged in truth passes with probability about 0.1% at 3 sigmas
+(`share_bound`). Example: p = 0.33, n = 16, n0 = 32 -> 3 * 0.144 = 0.43; at n = 64, n0 = 128
+and p = 0.31 -> 0.21.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +42,8 @@ from rlve.config.run import HackingConfig
 log = logging.getLogger(__name__)
 
 REWARD = "reward/mean"
+COUNT = "episode/count"
+"""the clean episodes behind a step's shares (rlve.rollout.summary)"""
 LENGTH = "completion/len_mean"
 SHARES = ("completion/truncated_frac", "stop/max_turns_reached")
 ABSENT_IS_ZERO = ("stop/",)
@@ -89,6 +102,7 @@ class HackingMonitor:
                 self._start.setdefault(name, []).append(value)
             return []
         baseline = {name: sum(v) / len(v) for name, v in self._start.items()}
+        counts = (values.pop(COUNT, None), sum(self._start.get(COUNT, [])) or None)
         if REWARD not in values or REWARD not in baseline:
             return []
         gain = values[REWARD] - baseline[REWARD]
@@ -100,8 +114,10 @@ class HackingMonitor:
             rise = value - baseline[name]
             if name == LENGTH:
                 rise = value / baseline[name] - 1 if baseline[name] > 0 else 0.0
+                bound = self.config.max_length_rise
+            else:
+                bound = self.share_bound(baseline[name], value, *counts)
             metrics[f"hacking/rise/{name}"] = rise
-            bound = self.config.max_length_rise if name == LENGTH else self.config.max_rise
             if rise > bound and gain < rise:
                 tripped.append(Tripped(name, baseline[name], value, rise, gain))
         metrics["hacking/tripped"] = float(len(tripped))
@@ -111,8 +127,20 @@ class HackingMonitor:
         self._tripped = {trip.metric for trip in tripped}
         return tripped
 
+    def share_bound(
+        self, baseline: float, value: float, count: float | None, baseline_count: float | None
+    ) -> float:
+        """How far a share may rise before it trips: `max_rise`, or the chance rise of a share
+        of `count` episodes against one of `baseline_count` (module docstring) when larger.
+        Without the counts (metrics recorded before `episode/count`), `max_rise`."""
+        if not count or not baseline_count:
+            return self.config.max_rise
+        pooled = (baseline * baseline_count + value * count) / (baseline_count + count)
+        spread = math.sqrt(max(pooled * (1 - pooled), 0.0) * (1 / count + 1 / baseline_count))
+        return max(self.config.max_rise, self.config.noise_sigmas * spread)
+
     def _signals(self, metrics: dict[str, float]) -> dict[str, float]:
-        names = (REWARD, LENGTH, *self.shares)
+        names = (REWARD, LENGTH, COUNT, *self.shares)
         values = {name: float(metrics[name]) for name in names if name in metrics}
         for name in names:
             if name not in values and name.startswith(ABSENT_IS_ZERO):

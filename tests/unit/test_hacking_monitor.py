@@ -48,6 +48,26 @@ def test_the_measured_collapse_trips_at_its_fourth_step():
     assert "hacking/tripped" not in rows[1]  # no baseline yet
 
 
+def test_a_share_of_few_episodes_may_move_by_chance_but_the_collapse_still_trips_at_step_4():
+    """The bench run at lr 1e-7 (a policy that barely moved, 16 answers a step): truncated
+    answers 0.28 -> 0.44 is chance, p = 1/3 pooled over 32 + 16 episodes: 3 * sqrt(1/3 * 2/3 *
+    (1/16 + 1/32)) = 0.433 > 0.16. The collapse at the demo's 64 games a step: p = 0.313 pooled
+    over 128 + 64, 3 * sqrt(0.313 * 0.687 * (1/64 + 1/128)) = 0.213 < 0.235, its rise at step 4."""
+    noise = [{"reward/mean": 0.3, "completion/truncated_frac": share, "episode/count": 16.0}
+             for share in (0.25, 0.31, 0.44)]  # fmt: skip
+    assert observe_all([{k: v for k, v in row.items() if k != "episode/count"} for row in noise])[
+        2
+    ], "without the counts the fixed 0.15 trips on it"
+    assert observe_all(noise) == [[], [], []]
+    monitor = HackingMonitor(HackingConfig(), alert=lambda text: None)
+    assert monitor.share_bound(0.28, 0.44, 16, 32) == pytest.approx(0.4330, abs=1e-4)
+    assert monitor.share_bound(0.235, 0.47, 64, 128) == pytest.approx(0.2130, abs=1e-4)
+    assert monitor.share_bound(0.0, 0.0, 64, 128) == 0.15  # no spread: the fixed bound
+    rows = [{**row, "episode/count": 64.0} for row in collapse_rows()]
+    tripped = [[t.metric for t in step] for step in observe_all(rows)]
+    assert tripped == [[], [], [], ["game/invalid"], ["game/invalid"], ["game/invalid"]]
+
+
 UNSTABLE_RUNS = {
     "demo_arms/regret_mb4/seed0": {
         "game/invalid",
@@ -134,6 +154,7 @@ def test_a_resumed_monitor_keeps_its_baseline_and_alerts_once_per_trip():
     ("baseline_steps", 0, "hacking.baseline_steps must be an integer >= 1"),
     ("max_rise", 0.0, "hacking.max_rise must be > 0"),
     ("max_length_rise", -1.0, "hacking.max_length_rise must be > 0"),
+    ("noise_sigmas", 0.0, "hacking.noise_sigmas must be > 0"),
 ])  # fmt: skip
 def test_bad_bounds_are_refused_by_name(field, value, message):
     with pytest.raises(ValueError, match=message):
