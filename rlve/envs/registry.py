@@ -28,6 +28,7 @@ BUILTIN: dict[str, str] = {
     "tictactoe": "rlve.envs.tictactoe:load_environment",
     "reverse_text": "rlve.envs.reverse_text:load_environment",
     "double_check": "rlve.envs.double_check:load_environment",
+    "running_sum": "rlve.envs.running_sum:load_environment",
     "vowels": "rlve.envs.vowels:load_environment",
     "calculator": "rlve.envs.calculator:load_environment",
     "mcp/notes": "rlve.envs.mcp.notes:load_environment",
