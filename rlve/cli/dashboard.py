@@ -46,6 +46,8 @@ SECTIONS: tuple[Section, ...] = (
              ("game/win", "game/draw", "game/loss", "game/unfinished")),
         Plot("invalid moves", ("game/invalid", "game/invalid_moves")),
         Plot("well-formed turns", ("game/format",)),
+        Plot("threats stated (shares of answers)",
+             ("game/threats_stated_right", "game/stated_right_moved_wrong")),
     )),
     Section("Losses and ratios", (
         Plot("loss", ("train/loss",)),
@@ -65,6 +67,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("Curriculum", (
         Plot("lowest difficulty", regex="curriculum/.*/low"),
         Plot("highest difficulty", regex="curriculum/.*/high"),
+        Plot("tic-tac-toe threats hint shown (probability)", ("game/hint_prob",)),
         Plot("accuracy in the window", regex="curriculum/.*/accuracy"),
         Plot("groups with a signal", ("batch/effective_prompt_ratio",
                                       "batch/mixed_outcome_ratio")),
