@@ -60,7 +60,9 @@ class RecipeSize:
     teacher_reasons: str = "verdict"
     """how the teacher words the think block of its SFT answers (policies.REASONS): 'verdict'
     names the cell, then why ("Cell 8 blocks O's line."); 'lines' first names the two marks of
-    a line to complete or block, then the cell ("O has 0 and 4: 8 blocks.")"""
+    a line to complete or block, then the cell ("O has 0 and 4: 8 blocks."); 'threats' first
+    states the position's threats in the threats board's words ("O can win at 8."), then the
+    verdict"""
     sft_best_moves_only: bool = True
     """the teacher's moves off best play (its deliberate random ones) stay in the SFT games but
     out of the loss; False learns every move it made (every SFT student before this field)"""
@@ -101,10 +103,19 @@ class RecipeSize:
     """RL checkpoint interval: a run that dies resumes from its last checkpoint"""
     eval_games: int = 200
     """games per opponent in each evaluation"""
+    eval_opponents: tuple[str, ...] = ("optimal", "random")
+    """the evaluation's opponents (recipe_table.OPPONENTS: optimal, random, imperfect)"""
 
 
 RECIPE = RecipeSize()
 """`make recipe`: SmolLM2-135M-Instruct"""
+GRID_RECIPE = replace(RECIPE, sft_steps=30, teacher_reasons="threats", max_tokens=64,
+                      eval_opponents=("optimal", "random", "imperfect"))  # fmt: skip
+"""the plain grid board's recipe: the student states the threats before its move (answers of
+22-43 SmolLM2 tokens, mean 31.6, where the verdicts take 19-25: 64 tokens a turn keeps every
+one clear of the 16-token overlong buffer)"""
+THREATS_RECIPE = replace(RECIPE, board="threats", sft_steps=30)
+"""the board that states the threats: `make recipe`'s, with the 30 SFT steps its results used"""
 DEMO = replace(RECIPE, sft_steps=30, rl_steps=6)
 """`make demo`: one seed of the recipe, shorter (the SFT loss is flat after about 30 steps)"""
 TINY = RecipeSize(model="tiny", dtype="float32", rules="full", teacher_noise=0.3,
@@ -115,18 +126,28 @@ SIZES = {"smollm2-135m": RECIPE, "tiny": TINY}
 
 TURN_CREDIT = ("trainer.credit=turn",)
 MISTAKE_PENALTY = ("+env.args.tictactoe.mistake_penalty=0.25",)
+REGRET = TURN_CREDIT + (
+    "trainer.turn_gamma=0",
+    "trainer.turn_baseline=position",
+    "+env.args.tictactoe.regret_penalty=1.0",
+)
+THREATS_REWARD = ("+env.args.tictactoe.threats_weight=0.2",)
+FADING_HINTS = (
+    "+env.args.tictactoe.hint_levels=4",
+    "env.curriculum.enabled=true",
+    "env.curriculum.tau_acc=0.7",
+    "env.curriculum.tau_num=64",
+    "env.curriculum.d_delta=1",
+)
 ARMS = {
     "cispo": (),
     "turn": TURN_CREDIT + MISTAKE_PENALTY,
     "self": ("+env.args.tictactoe.opponent=self", "+env.args.tictactoe.scripted_fraction=0.5"),
     "turn_only": TURN_CREDIT,
     "penalty_only": MISTAKE_PENALTY,
-    "regret": TURN_CREDIT
-    + (
-        "trainer.turn_gamma=0",
-        "trainer.turn_baseline=position",
-        "+env.args.tictactoe.regret_penalty=1.0",
-    ),
+    "regret": REGRET,
+    "threats_reward": REGRET + THREATS_REWARD,
+    "fading_hints": REGRET + THREATS_REWARD + FADING_HINTS,
 }
 """the RL arms, each the recipe's CISPO run plus these overrides:
 - cispo: every token gets its game's advantage (the recipe);
@@ -139,12 +160,25 @@ ARMS = {
 - regret: each move is charged 1.0 per result level it gives up under minimax (its regret; an
   answer without a legal move as losing from there), undiscounted by later moves (gamma 0: the
   game's result falls on the last move only), and compared with the group's moves from the
-  same position"""
+  same position;
+- threats_reward: regret, plus 0.2 for the share of answers whose think block states the
+  position's threats right (the environment's `threats_weight`), each answer's part at its turn;
+- fading_hints: threats_reward on a curriculum whose difficulty is the threats line: shown at
+  every turn at level 0, with probability 0.75, 0.5, 0.25 at levels 1-3, never from level 4
+  (the plain grid board); one level up each time a step's 64 games lose at most 30%"""
+
+BEST_ARMS = {"grid": ("threats_reward",), "threats": ("regret",), "compact": ("regret",)}
+"""the arms `--arms` defaults to on each board: the best measured there (docs/results.md)"""
+BOARD_SIZES = {"grid": GRID_RECIPE, "threats": THREATS_RECIPE,
+               "compact": replace(RECIPE, board="compact")}  # fmt: skip
+"""the sizes `--board` starts from (the other flags change them)"""
 
 
 def evaluation_env(opponent: str, size: RecipeSize):
     from rlve.envs import load_environment
 
+    if opponent not in OPPONENTS:
+        raise ValueError(f"opponent must be one of {sorted(OPPONENTS)}, got {opponent!r}")
     prob = OPPONENTS[opponent]
     return load_environment("tictactoe", num_examples=size.eval_games, seed=EVAL_DATA_SEED,
                             min_random_move_prob=prob, max_random_move_prob=prob,
@@ -152,20 +186,35 @@ def evaluation_env(opponent: str, size: RecipeSize):
 
 
 def evaluate_all(engine, size: RecipeSize) -> dict[str, float]:
-    """Play `eval_games` games against each opponent, all in flight at once (1.11x faster than
-    64 at a time, the same games: docs/benchmarks.md): "<opponent>/<metric>" -> value."""
+    """Play `eval_games` games against each of `eval_opponents`, all in flight at once (1.11x
+    faster than 64 at a time, the same games: docs/benchmarks.md): "<opponent>/<metric>" ->
+    value, with each mistake kind's rate per chance ("game/missed_block_rate": the share of the
+    positions that called for a block where none was played)."""
     from rlve.evaluation import evaluate
     from rlve.inference.engine import SamplingConfig
 
     sampling = SamplingConfig(temperature=size.temperature, max_tokens=size.max_tokens)
     scores = {}
-    for opponent in OPPONENTS:
+    for opponent in size.eval_opponents:
         env = evaluation_env(opponent, size)
         summary = evaluate(
             env, engine, size.eval_games, seed=0, sampling=sampling, max_concurrent=size.eval_games
         ).summary
+        summary.update(mistake_rates(summary))
         scores.update({f"{opponent}/{name}": value for name, value in summary.items()})
     return scores
+
+
+def mistake_rates(summary: dict[str, float]) -> dict[str, float]:
+    """Each mistake kind per chance of it, from an evaluation's per-game means (their ratio is
+    the ratio of the totals); a kind with no chance is left out."""
+    from rlve.envs.tictactoe.game import MISTAKE_KINDS
+
+    return {
+        f"game/{kind}_rate": summary[f"game/{kind}"] / summary[f"game/{kind}_chances"]
+        for kind in MISTAKE_KINDS
+        if summary.get(f"game/{kind}_chances")
+    }
 
 
 def teacher_scores(out: Path, size: RecipeSize) -> dict[str, float]:
@@ -176,7 +225,7 @@ def teacher_scores(out: Path, size: RecipeSize) -> dict[str, float]:
 
     path = out / "teacher.json"
     # no board: the scripted teacher plays the same games under either rendering (a unit test)
-    settings = [size.teacher_noise, size.eval_games, size.rules]
+    settings = [size.teacher_noise, size.eval_games, size.rules, list(size.eval_opponents)]
     if path.exists() and json.loads(path.read_text())["settings"] == settings:
         return json.loads(path.read_text())["scores"]
     scores = evaluate_all(ScriptedEngine(noisy_minimax_policy(size.teacher_noise)), size)
@@ -272,8 +321,9 @@ def experiment(size: RecipeSize, arms: Sequence[str] = ("cispo",)) -> Experiment
 
 
 def print_stage(name: str, scores: dict[str, float]) -> None:
+    opponents = [o for o in OPPONENTS if f"{o}/game/invalid" in scores]
     parts = [f"vs {opp} {wdl(scores, opp)} invalid {100 * scores[f'{opp}/game/invalid']:.1f}%"
-             for opp in OPPONENTS]  # fmt: skip
+             for opp in opponents]  # fmt: skip
     print(f"{name}: " + "; ".join(parts), flush=True)
 
 
@@ -327,31 +377,47 @@ def main(argv: list[str] | None = None) -> None:
                         help="the student, with the sizes made for it")  # fmt: skip
     parser.add_argument("--invalid-penalty", choices=("flat", "per_move"),
                         help="the RL rubric's invalid-move penalty")  # fmt: skip
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=["cispo"],
-                        help="the RL arms to run from the SFT student (see ARMS)")  # fmt: skip
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS),
+                        help="the RL arms to run from the SFT student (see ARMS); default: "
+                        "the board's best (BEST_ARMS)")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="train nothing: tabulate the runs already finished")  # fmt: skip
-    parser.add_argument("--board", choices=sorted(BOARDS),
-                        help="how the messages show the board (RecipeSize.board)")  # fmt: skip
+    parser.add_argument("--board", choices=sorted(BOARDS), default="grid",
+                        help="how the messages show the board (RecipeSize.board); the other "
+                        "sizes start from the board's recipe (BOARD_SIZES)")  # fmt: skip
     parser.add_argument("--demo", action="store_true",
                         help="`make demo`'s sizes (SmolLM2, 30 SFT, 6 RL steps)")  # fmt: skip
     parser.add_argument("--teacher-games", type=int, help="RecipeSize.teacher_games")
     parser.add_argument("--sft-steps", type=int, help="RecipeSize.sft_steps")
     parser.add_argument("--teacher-reasons", choices=sorted(REASONS),
                         help="the teacher's think blocks (RecipeSize.teacher_reasons)")  # fmt: skip
+    parser.add_argument("--max-tokens", type=int, help="RecipeSize.max_tokens")
     args = parser.parse_args(argv)
-    size = DEMO if args.demo else SIZES[args.model]
+    size = recipe_size(args)
+    arms = args.arms or (BEST_ARMS[size.board] if size.model != "tiny" else ["cispo"])
+    run(Path(args.out), size, args.seeds, arms, train=not args.table_only)
+
+
+def recipe_size(args: argparse.Namespace) -> RecipeSize:
+    """The sizes the command line asks for: the demo's, the tiny model's or the board's recipe,
+    then each size flag given."""
+    if args.demo:
+        size = replace(DEMO, board=args.board)
+    elif args.model == "tiny":
+        size = replace(TINY, board=args.board)
+    else:
+        size = BOARD_SIZES[args.board]
     if args.teacher_games:
         size = replace(size, teacher_games=args.teacher_games)
     if args.sft_steps:
         size = replace(size, sft_steps=args.sft_steps)
     if args.invalid_penalty:
         size = replace(size, invalid_penalty=args.invalid_penalty)
-    if args.board:
-        size = replace(size, board=args.board)
     if args.teacher_reasons:
         size = replace(size, teacher_reasons=args.teacher_reasons)
-    run(Path(args.out), size, args.seeds, args.arms, train=not args.table_only)
+    if args.max_tokens:
+        size = replace(size, max_tokens=args.max_tokens)
+    return size
 
 
 if __name__ == "__main__":  # vLLM starts worker processes that re-import this file

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from rlve.cli.experiment import RunResult
 
-OPPONENTS = {"optimal": 0.0, "random": 1.0}
-"""evaluation opponents: their random-move probability"""
+OPPONENTS = {"optimal": 0.0, "random": 1.0, "imperfect": 0.3}
+"""evaluation opponents: their random-move probability ("imperfect": the 30%-random one, which
+a recipe plays when its `eval_opponents` name it)"""
 STAGE_NAMES = {"teacher": "teacher", "sft": "SFT student", "rl": "RL student"}
 
 TABLE_COLUMNS = (
     ("vs optimal W/D/L %", "optimal", ("win", "draw", "loss"), 100),
     ("vs random W/D/L %", "random", ("win", "draw", "loss"), 100),
+    ("vs 30%-random W/D/L %", "imperfect", ("win", "draw", "loss"), 100),
     ("games with an invalid move % (opt/rand)", None, ("invalid",), 100),
     ("invalid moves per game (opt/rand)", None, ("invalid_moves",), 1),
     ("mistakes per game (opt/rand)", None, ("mistakes",), 1),
     ("format % (opt/rand)", None, ("format",), 100),
+    (
+        "vs optimal: wins / blocks / forks missed, % of chances",
+        "optimal",
+        ("missed_win_rate", "missed_block_rate", "fork_allowed_rate"),
+        100,
+    ),
+    ("threats stated right % (opt/rand)", None, ("threats_stated_right",), 100),
 )
 """(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage).
 A mistake gives up a won or drawn result (tictactoe's `game.mistake_kind`)."""
@@ -52,14 +61,20 @@ def table_rows(results: list[RunResult], teacher: dict[str, float]):
 
 def results_table(results: list[RunResult], teacher: dict[str, float], games: int) -> str:
     """Markdown: one row per stage (an RL row per arm), mean [min-max] over the seeds' results
-    (the teacher is scripted: one row of its own evaluation)."""
-    header = ["model", *(title for title, *_ in TABLE_COLUMNS)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    (the teacher is scripted: one row of its own evaluation). A column no stage measured (an
+    opponent the recipe did not play, a metric older runs lack) is left out."""
+    rows = []
     for name, values in table_rows(results, teacher):
         cells = []
         for _, opponent, metrics, scale in TABLE_COLUMNS:
-            opponents = (opponent,) if opponent else tuple(OPPONENTS)
-            cells.append(" / ".join(cell(values(f"{o}/game/{m}"), scale, games)
-                                    for o in opponents for m in metrics))  # fmt: skip
-        lines.append("| " + " | ".join([name, *cells]) + " |")
+            opponents = (opponent,) if opponent else ("optimal", "random")
+            cells.append([cell(values(f"{o}/game/{m}"), scale, games)
+                          for o in opponents for m in metrics])  # fmt: skip
+        rows.append((name, cells))
+    kept = [i for i in range(len(TABLE_COLUMNS))
+            if any(set(cells[i]) != {"-"} for _, cells in rows)]  # fmt: skip
+    header = ["model", *(TABLE_COLUMNS[i][0] for i in kept)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, cells in rows:
+        lines.append("| " + " | ".join([name, *(" / ".join(cells[i]) for i in kept)]) + " |")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ import pytest
 from rlve.cli.experiment import RunResult, run_overrides
 from rlve.cli.recipe import (
     DEMO,
+    GRID_RECIPE,
     RECIPE,
     SFT_FIELDS,
     TINY,
@@ -116,6 +117,40 @@ def test_the_arms_change_only_credit_penalty_and_opponent(tmp_path):
     assert configs["turn"].trainer.turn_baseline == "turn"
 
 
+def test_the_threats_arms_add_the_stated_threats_reward_then_the_fading_hints(tmp_path):
+    recipe = experiment(GRID_RECIPE, ["regret", "threats_reward", "fading_hints"])
+    configs = {arm.name: load_run_config(run_overrides(recipe, arm, tmp_path, 0, tmp_path))
+               for arm in recipe.arms}  # fmt: skip
+    game = {name: config.env.args["tictactoe"] for name, config in configs.items()}
+    assert game["threats_reward"] == {**game["regret"], "threats_weight": 0.2}
+    assert game["fading_hints"] == {**game["threats_reward"], "hint_levels": 4}
+    curriculum = configs["fading_hints"].env.curriculum
+    assert (curriculum.enabled, curriculum.tau_num, curriculum.d_delta) == (True, 64, 1)
+    assert not configs["threats_reward"].env.curriculum.enabled
+    assert configs["fading_hints"].rollout.max_tokens == 64 == GRID_RECIPE.max_tokens
+
+
+def test_the_cli_runs_the_board_s_best_arm_from_the_board_s_recipe(monkeypatch, tmp_path):
+    import rlve.cli.recipe as recipe
+
+    asked = {}
+    monkeypatch.setattr(recipe, "run", lambda out, size, seeds, arms, train: asked.update(
+        size=size, arms=arms))  # fmt: skip
+    recipe.main(["--board", "grid", "--seeds", "0", "--out", str(tmp_path)])
+    assert asked["size"] == GRID_RECIPE and list(asked["arms"]) == ["threats_reward"]
+    assert asked["size"].teacher_reasons == "threats" and asked["size"].board == "grid"
+    recipe.main(["--board", "threats", "--max-tokens", "48", "--out", str(tmp_path)])
+    assert asked["size"].board == "threats" and list(asked["arms"]) == ["regret"]
+    # the grid recipe's evaluation games show no threats line, against every opponent
+    for opponent in GRID_RECIPE.eval_opponents:
+        env = evaluation_env(opponent, GRID_RECIPE)
+        for i in range(len(env)):
+            prompt = env.example(i).prompt
+            assert "can win at" not in prompt[1]["content"]
+            assert "No line has two" not in prompt[1]["content"]
+            assert "A line after the board" not in prompt[0]["content"]
+
+
 def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
     from rlve.cli.curriculum_arms import arms_table, highest_solved
 
@@ -190,3 +225,25 @@ def test_the_sft_student_learns_only_the_teacher_s_best_moves_and_is_keyed_by_it
     with pytest.raises(InterruptedError):
         sft_student(tmp_path, RECIPE)
     assert asked["best_moves_only"] is True and "sft_best_moves_only" in SFT_FIELDS
+
+
+def test_mistakes_per_chance_and_the_stated_threats_reach_the_table():
+    from rlve.cli.recipe import mistake_rates
+
+    # per game: 0.3 missed blocks of 0.6 chances, no fork was ever possible
+    summary = {"game/missed_block": 0.3, "game/missed_block_chances": 0.6,
+               "game/missed_win": 0.1, "game/missed_win_chances": 0.4,
+               "game/fork_allowed": 0.0, "game/fork_allowed_chances": 0.0}  # fmt: skip
+    assert mistake_rates(summary) == {"game/missed_block_rate": 0.5, "game/missed_win_rate": 0.25}
+    stage = {**scores(0.5, 0.2), "optimal/game/threats_stated_right": 0.9,
+             "random/game/threats_stated_right": 0.8,
+             "optimal/game/missed_block_rate": 0.5}  # fmt: skip
+    table = results_table([RunResult("threats_reward", 0, stage, stage, {}, 1.0, {})],
+                          scores(0.6, 0.0), 200)  # fmt: skip
+    header, _, teacher, sft, rl = ([c.strip("| ") for c in line.split(" | ")]
+                                   for line in table.splitlines())  # fmt: skip
+    column = header.index("threats stated right % (opt/rand)")
+    assert rl[column] == "90.0 (85-93) / 80.0 (74-85)" and teacher[column] == "- / -"
+    blocks = header.index("vs optimal: wins / blocks / forks missed, % of chances")
+    assert sft[blocks] == "- / 50.0 (43-57) / -"
+    assert "vs 30%-random W/D/L %" not in header  # no stage played the imperfect opponent
