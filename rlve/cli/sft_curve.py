@@ -1,11 +1,13 @@
 """The SFT student against the optimal opponent as its teacher data and its SFT steps grow.
 
     python -m rlve.cli.sft_curve --points 600:30 600:120 2400:240 2400:480 --out runs/sft_curve
+    python -m rlve.cli.sft_curve --teacher-reasons threats --points 600:15 600:30 600:60
 
 A point `games:steps` is a student trained from the base model on the best moves of `games`
 teacher games (the recipe's noisy minimax teacher, its deliberate random moves kept out of the
 loss) for `steps` SFT steps; every other size is the demo's (rlve.cli.recipe.DEMO: lr, batch,
-cosine schedule, board). Each student plays the recipe's 200 evaluation games against the
+cosine schedule, board), with the teacher's reasons `--teacher-reasons` names (the threats
+reasons with the grid recipe's 64 tokens a turn). Each student plays the recipe's 200 evaluation games against the
 optimal opponent at the recipe's decoding. curve.json keeps one row per point, written as each
 point ends (started again, the command skips the points already there); curve.png plots the
 draws and the games with an invalid move against the steps, one line per number of games, with
@@ -20,7 +22,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from rlve.cli.recipe import DEMO, RecipeSize, evaluation_env, sft_student, teacher_scores
+from rlve.cli.recipe import (
+    DEMO,
+    GRID_RECIPE,
+    RecipeSize,
+    evaluation_env,
+    sft_student,
+    teacher_scores,
+)
+from rlve.envs.tictactoe.policies import REASONS
 
 
 def parse_point(text: str) -> tuple[int, int]:
@@ -71,6 +81,7 @@ def measure_point(out: Path, size: RecipeSize) -> dict[str, float]:
         "invalid": scores["game/invalid"],
         "mistakes": scores.get("game/mistakes"),
         "format": scores.get("game/format"),
+        "threats_stated_right": scores.get("game/threats_stated_right"),
     }
 
 
@@ -79,8 +90,8 @@ def curve_table(rows: list[dict], games: int) -> str:
 
     lines = [
         "| teacher games (kept) | SFT steps | epochs | last loss | SFT min | draws vs optimal % "
-        "| games with an invalid move % | mistakes per game |",
-        "|---|---|---|---|---|---|---|---|",
+        "| games with an invalid move % | mistakes per game | threats stated right % |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(rows, key=lambda r: (r["teacher_games"], r["sft_steps"])):
         minutes = "-" if r["sft_minutes"] is None else f"{r['sft_minutes']:.1f}"
@@ -88,7 +99,8 @@ def curve_table(rows: list[dict], games: int) -> str:
             f"| {r['teacher_games']} ({r['kept_games']}) | {r['sft_steps']} | {r['epochs']:.1f} "
             f"| {r['sft_loss_last']:.3f} | {minutes} "
             f"| {cell([r['draw']], 100, games)} | {cell([r['invalid']], 100, None)} "
-            f"| {cell([r['mistakes']], 1, None)} |"
+            f"| {cell([r['mistakes']], 1, None)} "
+            f"| {cell([r.get('threats_stated_right')], 100, None)} |"
         )
     return "\n".join(lines)
 
@@ -135,7 +147,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--points", nargs="+", type=parse_point, default=[(600, 30), (600, 120)])
     parser.add_argument("--out", type=Path, default=Path("runs/sft_curve"))
+    parser.add_argument("--teacher-reasons", choices=sorted(REASONS), default="verdict",
+                        help="the teacher's think blocks (RecipeSize.teacher_reasons)")  # fmt: skip
     args = parser.parse_args(argv)
+    base = replace(DEMO, teacher_reasons=args.teacher_reasons)
+    if args.teacher_reasons == "threats":
+        base = replace(base, max_tokens=GRID_RECIPE.max_tokens)
     args.out.mkdir(parents=True, exist_ok=True)
     curve_path = args.out / "curve.json"
     rows = json.loads(curve_path.read_text()) if curve_path.exists() else []
@@ -143,15 +160,15 @@ def main(argv: list[str] | None = None) -> None:
         if any((r["teacher_games"], r["sft_steps"]) == (games, steps) for r in rows):
             print(f"{games} games, {steps} steps: already in {curve_path}")
             continue
-        size = replace(DEMO, teacher_games=games, sft_steps=steps)
+        size = replace(base, teacher_games=games, sft_steps=steps)
         row = measure_point(args.out / f"games{games}_steps{steps}", size)
         rows.append(row)
         write_text_atomically(curve_path, json.dumps(rows, indent=1))
         print(curve_table([row], DEMO.eval_games), flush=True)
-    table = curve_table(rows, DEMO.eval_games)
+    table = curve_table(rows, base.eval_games)
     write_text_atomically(args.out / "table.md", table + "\n")
-    teacher = teacher_scores(args.out, DEMO)["optimal/game/draw"]
-    plot_curve(rows, teacher, DEMO.eval_games, args.out / "curve.png")
+    teacher = teacher_scores(args.out, base)["optimal/game/draw"]
+    plot_curve(rows, teacher, base.eval_games, args.out / "curve.png")
     print(table)
 
 

@@ -23,8 +23,11 @@ def test_the_table_gives_each_rate_with_its_interval_and_marks_a_reused_student(
     reused = {**ROW, "teacher_games": 600, "sft_steps": 30, "sft_minutes": None, "mistakes": None}
     lines = curve_table([ROW, reused], games=200).splitlines()
     # sorted by games then steps; 60 of 200 draws -> Wilson (0.241, 0.367)
-    assert lines[2] == "| 600 (375) | 30 | 2.6 | 0.051 | - | 30.0 (24-37) | 12.5 | - |"
-    assert lines[3] == "| 600 (375) | 120 | 2.6 | 0.051 | 28.0 | 30.0 (24-37) | 12.5 | 1.23 |"
+    # (a row from before the stated threats were measured has none)
+    assert lines[2] == "| 600 (375) | 30 | 2.6 | 0.051 | - | 30.0 (24-37) | 12.5 | - | - |"
+    assert lines[3] == "| 600 (375) | 120 | 2.6 | 0.051 | 28.0 | 30.0 (24-37) | 12.5 | 1.23 | - |"
+    stated = curve_table([{**ROW, "threats_stated_right": 0.875}], games=200).splitlines()[2]
+    assert stated.endswith("| 1.23 | 87.5 |")
 
 
 def test_the_plot_is_written(tmp_path):
