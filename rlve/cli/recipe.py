@@ -135,7 +135,7 @@ THREATS_REWARD = ("+env.args.tictactoe.threats_weight=0.2",)
 FADING_HINTS = (
     "+env.args.tictactoe.hint_levels=4",
     "env.curriculum.enabled=true",
-    "env.curriculum.tau_acc=0.7",
+    "env.curriculum.tau_acc=0.5",
     "env.curriculum.tau_num=64",
     "env.curriculum.d_delta=1",
 )
@@ -165,7 +165,8 @@ ARMS = {
   position's threats right (the environment's `threats_weight`), each answer's part at its turn;
 - fading_hints: threats_reward on a curriculum whose difficulty is the threats line: shown at
   every turn at level 0, with probability 0.75, 0.5, 0.25 at levels 1-3, never from level 4
-  (the plain grid board); one level up each time a step's 64 games lose at most 30%"""
+  (the plain grid board); one level up each time at least half of a step's 64 games had no
+  move that gave a result up (regret 0) and no invalid answer"""
 
 BEST_ARMS = {"grid": ("threats_reward",), "threats": ("regret",), "compact": ("regret",)}
 """the arms `--arms` defaults to on each board: the best measured there (docs/results.md)"""

@@ -7,10 +7,11 @@ A point `games:steps` is a student trained from the base model on the best moves
 teacher games (the recipe's noisy minimax teacher, its deliberate random moves kept out of the
 loss) for `steps` SFT steps; every other size is the demo's (rlve.cli.recipe.DEMO: lr, batch,
 cosine schedule, board), with the teacher's reasons `--teacher-reasons` names (the threats
-reasons with the grid recipe's 64 tokens a turn). Each student plays the recipe's 200 evaluation games against the
-optimal opponent at the recipe's decoding. curve.json keeps one row per point, written as each
-point ends (started again, the command skips the points already there); curve.png plots the
-draws and the games with an invalid move against the steps, one line per number of games, with
+reasons with the grid recipe's 64 tokens a turn). Each student plays the recipe's 200
+evaluation games against the optimal opponent at the recipe's decoding. curve.json keeps one
+row per point, written as each point ends (started again, the command skips the points already
+there); curve.png plots the draws and the games with an invalid move against the steps, one
+line per number of games, with
 the teacher's draws.
 """
 

@@ -8,7 +8,7 @@ import pytest
 
 import rlve
 from rlve.curriculum.controller import DifficultyController
-from rlve.envs.tictactoe import minimax_policy
+from rlve.envs.tictactoe import minimax_policy, noisy_minimax_policy
 from rlve.envs.tictactoe.env import hint_probability
 from rlve.envs.tictactoe.prompts import GRID, THREATS
 from rlve.inference.engine import SamplingConfig
@@ -86,6 +86,17 @@ def test_the_hint_needs_the_grid_board_and_the_scripted_opponent():
         rlve.load_environment("tictactoe", hint_levels=2, opponent="self")
     with pytest.raises(ValueError, match="hint_levels"):
         rlve.load_environment("tictactoe", hint_levels=-1)
+
+
+def test_under_hints_a_game_is_solved_when_no_move_gave_anything_up():
+    env = hinted_env(num_examples=40, min_random_move_prob=0.0, max_random_move_prob=1.0)
+    best = rlve.evaluate(env, ScriptedEngine(minimax_policy), 40, 1).groups
+    assert [env.accuracy(g.trajectories[0]) for g in best] == [1.0] * 40
+    noisy = rlve.evaluate(env, ScriptedEngine(noisy_minimax_policy(0.3)), 40, 1).groups
+    games = [g.trajectories[0] for g in noisy]
+    assert {env.accuracy(t) for t in games} == {0.0, 1.0}
+    for game in games:
+        assert env.accuracy(game) == float(game.metrics["game/regret"] == 0)
 
 
 def test_the_controller_raises_the_level_of_a_player_that_does_not_lose():
