@@ -11,8 +11,7 @@ reasons with the grid recipe's 64 tokens a turn). Each student plays the recipe'
 evaluation games against the optimal opponent at the recipe's decoding. curve.json keeps one
 row per point, written as each point ends (started again, the command skips the points already
 there); curve.png plots the draws and the games with an invalid move against the steps, one
-line per number of games, with
-the teacher's draws.
+line per number of games, with the teacher's draws.
 """
 
 from __future__ import annotations
