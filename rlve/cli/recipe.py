@@ -226,10 +226,12 @@ def teacher_scores(out: Path, size: RecipeSize) -> dict[str, float]:
 
     path = out / "teacher.json"
     # no board: the scripted teacher plays the same games under either rendering (a unit test)
-    settings = [size.teacher_noise, size.eval_games, size.rules, list(size.eval_opponents)]
+    settings = [size.teacher_noise, size.eval_games, size.rules, list(size.eval_opponents),
+                size.teacher_reasons]  # fmt: skip
     if path.exists() and json.loads(path.read_text())["settings"] == settings:
         return json.loads(path.read_text())["scores"]
-    scores = evaluate_all(ScriptedEngine(noisy_minimax_policy(size.teacher_noise)), size)
+    teacher = noisy_minimax_policy(size.teacher_noise, size.teacher_reasons)  # the same moves
+    scores = evaluate_all(ScriptedEngine(teacher), size)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, json.dumps({"settings": settings, "scores": scores}, indent=1))
     return scores
