@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     print(f"\n== The recipe, one seed: SFT of {size.model} on a noisy teacher's games, then "
           f"{size.rl_steps} CISPO steps with per-move regret credit, through vLLM on the "
-          "CPU")  # fmt: skip
+          f"CPU.\nBoard: {BOARD!r}, the grid followed by the cells where X or O would complete "
+          "three: the easier task (on the plain grid board the student draws less; "
+          "docs/results.md)")  # fmt: skip
     with stage("the recipe, in all"):
         run(out, size, [args.seed], arms=(ARM,))
     run_dir = out / ARM / f"seed{args.seed}"
