@@ -109,11 +109,12 @@ class RecipeSize:
 
 RECIPE = RecipeSize()
 """`make recipe`: SmolLM2-135M-Instruct"""
-GRID_RECIPE = replace(RECIPE, sft_steps=30, teacher_reasons="threats", max_tokens=64,
-                      eval_opponents=("optimal", "random", "imperfect"))  # fmt: skip
-"""the plain grid board's recipe: the student states the threats before its move (answers of
-22-43 SmolLM2 tokens, mean 31.6, where the verdicts take 19-25: 64 tokens a turn keeps every
-one clear of the 16-token overlong buffer)"""
+GRID_RECIPE = replace(RECIPE, sft_steps=30)
+"""the plain grid board's best measured sizes (with the regret arm: 25.5% draws vs optimal,
+docs/results.md)"""
+STATED_THREATS_TOKENS = 64
+"""tokens a turn when the teacher states the threats: its answers take 22-43 SmolLM2 tokens
+(mean 31.6; the verdicts 19-25), and 64 keeps every one clear of the 16-token overlong buffer"""
 THREATS_RECIPE = replace(RECIPE, board="threats", sft_steps=30)
 """the board that states the threats: `make recipe`'s, with the 30 SFT steps its results used"""
 DEMO = replace(RECIPE, sft_steps=30, rl_steps=6)
@@ -168,7 +169,7 @@ ARMS = {
   (the plain grid board); one level up each time at least half of a step's 64 games had no
   move that gave a result up (regret 0) and no invalid answer"""
 
-BEST_ARMS = {"grid": ("threats_reward",), "threats": ("regret",), "compact": ("regret",)}
+BEST_ARMS = {"grid": ("regret",), "threats": ("regret",), "compact": ("regret",)}
 """the arms `--arms` defaults to on each board: the best measured there (docs/results.md)"""
 BOARD_SIZES = {"grid": GRID_RECIPE, "threats": THREATS_RECIPE,
                "compact": replace(RECIPE, board="compact")}  # fmt: skip
@@ -394,7 +395,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sft-steps", type=int, help="RecipeSize.sft_steps")
     parser.add_argument("--teacher-reasons", choices=sorted(REASONS),
                         help="the teacher's think blocks (RecipeSize.teacher_reasons)")  # fmt: skip
-    parser.add_argument("--max-tokens", type=int, help="RecipeSize.max_tokens")
+    parser.add_argument("--max-tokens", type=int,
+                        help="RecipeSize.max_tokens (default: the size's, or "
+                        "STATED_THREATS_TOKENS with --teacher-reasons threats)")  # fmt: skip
+    parser.add_argument("--opponents", nargs="+", choices=list(OPPONENTS),
+                        help="the evaluation's opponents (RecipeSize.eval_opponents)")  # fmt: skip
     args = parser.parse_args(argv)
     size = recipe_size(args)
     arms = args.arms or (BEST_ARMS[size.board] if size.model != "tiny" else ["cispo"])
@@ -418,8 +423,12 @@ def recipe_size(args: argparse.Namespace) -> RecipeSize:
         size = replace(size, invalid_penalty=args.invalid_penalty)
     if args.teacher_reasons:
         size = replace(size, teacher_reasons=args.teacher_reasons)
+        if args.teacher_reasons == "threats":
+            size = replace(size, max_tokens=STATED_THREATS_TOKENS)
     if args.max_tokens:
         size = replace(size, max_tokens=args.max_tokens)
+    if args.opponents:
+        size = replace(size, eval_opponents=tuple(args.opponents))
     return size
 
 

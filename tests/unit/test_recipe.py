@@ -118,7 +118,8 @@ def test_the_arms_change_only_credit_penalty_and_opponent(tmp_path):
 
 
 def test_the_threats_arms_add_the_stated_threats_reward_then_the_fading_hints(tmp_path):
-    recipe = experiment(GRID_RECIPE, ["regret", "threats_reward", "fading_hints"])
+    stated = replace(GRID_RECIPE, teacher_reasons="threats", max_tokens=64)
+    recipe = experiment(stated, ["regret", "threats_reward", "fading_hints"])
     configs = {arm.name: load_run_config(run_overrides(recipe, arm, tmp_path, 0, tmp_path))
                for arm in recipe.arms}  # fmt: skip
     game = {name: config.env.args["tictactoe"] for name, config in configs.items()}
@@ -127,7 +128,7 @@ def test_the_threats_arms_add_the_stated_threats_reward_then_the_fading_hints(tm
     curriculum = configs["fading_hints"].env.curriculum
     assert (curriculum.enabled, curriculum.tau_num, curriculum.d_delta) == (True, 64, 1)
     assert not configs["threats_reward"].env.curriculum.enabled
-    assert configs["fading_hints"].rollout.max_tokens == 64 == GRID_RECIPE.max_tokens
+    assert configs["fading_hints"].rollout.max_tokens == 64
 
 
 def test_the_cli_runs_the_board_s_best_arm_from_the_board_s_recipe(monkeypatch, tmp_path):
@@ -137,13 +138,18 @@ def test_the_cli_runs_the_board_s_best_arm_from_the_board_s_recipe(monkeypatch, 
     monkeypatch.setattr(recipe, "run", lambda out, size, seeds, arms, train: asked.update(
         size=size, arms=arms))  # fmt: skip
     recipe.main(["--board", "grid", "--seeds", "0", "--out", str(tmp_path)])
-    assert asked["size"] == GRID_RECIPE and list(asked["arms"]) == ["threats_reward"]
-    assert asked["size"].teacher_reasons == "threats" and asked["size"].board == "grid"
+    assert asked["size"] == GRID_RECIPE and list(asked["arms"]) == ["regret"]
+    assert (GRID_RECIPE.sft_steps, GRID_RECIPE.teacher_reasons) == (30, "verdict")
+    recipe.main(["--board", "grid", "--teacher-reasons", "threats", "--opponents", "optimal",
+                 "imperfect", "--arms", "fading_hints", "--out", str(tmp_path)])  # fmt: skip
+    stated = asked["size"]
+    assert (stated.teacher_reasons, stated.max_tokens) == ("threats", 64)
+    assert stated.eval_opponents == ("optimal", "imperfect")
     recipe.main(["--board", "threats", "--max-tokens", "48", "--out", str(tmp_path)])
     assert asked["size"].board == "threats" and list(asked["arms"]) == ["regret"]
-    # the grid recipe's evaluation games show no threats line, against every opponent
-    for opponent in GRID_RECIPE.eval_opponents:
-        env = evaluation_env(opponent, GRID_RECIPE)
+    # the grid board's evaluation games show no threats line, against every opponent
+    for opponent in ("optimal", "random", "imperfect"):
+        env = evaluation_env(opponent, stated)
         for i in range(len(env)):
             prompt = env.example(i).prompt
             assert "can win at" not in prompt[1]["content"]
