@@ -20,6 +20,11 @@ Each penalty is also credited to the move that cost it (`reward_turn`), for per-
 and so is each answer's part of the format share (FORMAT_WEIGHT / answers if it is well formed),
 once the game is over or out of turns: without it per-turn credit put every answer's format on
 the game's last move, and under the regret arm the answers' format fell (docs/results.md).
+With `threats_weight` w > 0, each answer whose think block states the position's threats right
+(`threats.states_threats_right`, the threats board's words) earns w / answers at its turn;
+`game/threats_stated_right` measures the share at any weight. With `hint_levels` n > 0, the
+curriculum's difficulty d is how often the threats line is shown after the grid (1 - d/n of the
+turns; never from n on, the plain board) instead of the opponent's strength.
 With `opponent="self"` the policy plays O as well, in a seat of its own
 (rlve.envs.tictactoe.self_play), except in a `scripted_fraction` share of the games; O's seat is
 scored by the same rubric from its own view.
