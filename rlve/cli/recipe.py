@@ -163,7 +163,8 @@ ARMS = {
   game's result falls on the last move only), and compared with the group's moves from the
   same position;
 - threats_reward: regret, plus 0.2 for the share of answers whose think block states the
-  position's threats right (the environment's `threats_weight`), each answer's part at its turn;
+  position's threats right where it has one (the environment's `threats_weight`), each
+  answer's part at its turn;
 - fading_hints: threats_reward on a curriculum whose difficulty is the threats line: shown at
   every turn at level 0, with probability 0.75, 0.5, 0.25 at levels 1-3, never from level 4
   (the plain grid board); one level up each time at least half of a step's 64 games had no
@@ -208,13 +209,14 @@ def evaluate_all(engine, size: RecipeSize) -> dict[str, float]:
 
 
 def mistake_rates(summary: dict[str, float]) -> dict[str, float]:
-    """Each mistake kind per chance of it, from an evaluation's per-game means (their ratio is
-    the ratio of the totals); a kind with no chance is left out."""
+    """Each mistake kind per chance of it, and the threats stated right per position with one
+    (`game/threats_found_rate`), from an evaluation's per-game means (their ratio is the ratio
+    of the totals); a kind with no chance is left out."""
     from rlve.envs.tictactoe.game import MISTAKE_KINDS
 
     return {
         f"game/{kind}_rate": summary[f"game/{kind}"] / summary[f"game/{kind}_chances"]
-        for kind in MISTAKE_KINDS
+        for kind in (*MISTAKE_KINDS, "threats_found")
         if summary.get(f"game/{kind}_chances")
     }
 

@@ -24,6 +24,7 @@ TABLE_COLUMNS = (
         100,
     ),
     ("threats stated right % (opt/rand)", None, ("threats_stated_right",), 100),
+    ("threats found, % of positions with one (opt/rand)", None, ("threats_found_rate",), 100),
 )
 """(title, opponent or None for both, game/* metrics, scale: 100 shows a share as a percentage).
 A mistake gives up a won or drawn result (tictactoe's `game.mistake_kind`)."""

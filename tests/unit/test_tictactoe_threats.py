@@ -23,7 +23,12 @@ from rlve.envs.tictactoe.policies import (
     verdict_reason,
 )
 from rlve.envs.tictactoe.prompts import open_lines
-from rlve.envs.tictactoe.threats import stated_threats, states_threats_right, threat_cells
+from rlve.envs.tictactoe.threats import (
+    has_threats,
+    stated_threats,
+    states_threats_right,
+    threat_cells,
+)
 from rlve.rollout import ScriptedEngine
 
 # X to move: X has 0 and 1 (2 wins), O has 3 and 4 (5 wins), 6 is free of threats
@@ -145,6 +150,11 @@ def repeats_the_last_statement(messages):
     return format_answer(best(board), f"{statement} Cell {best(board)}.")
 
 
+def always_no_threat(messages):
+    board = board_of(messages)
+    return format_answer(best(board), f"No line has two of a mark. Cell {best(board)}.")
+
+
 def states_right_and_moves_worst(messages):
     board = board_of(messages)
     worst = max(free_cells(board), key=lambda c: (move_regret(board, c, X_MARK), -c))
@@ -175,20 +185,39 @@ def play(policy):
     return [g.trajectories[0] for g in groups]
 
 
-def test_an_honest_statement_earns_its_share_at_its_own_turn(honest_games):
+def threatened_turns(game) -> list[bool]:
+    """Whether each answer of `game` faced a position where a mark could complete three."""
+    boards = [m["content"] for m in game.prompt[1:] + game.completion if m["role"] == "user"]
+    return [has_threats(parse_board(board)) for board in boards[: game.num_turns]]
+
+
+def test_an_honest_statement_earns_its_share_at_its_own_turn_where_there_is_a_threat(
+    honest_games,
+):
+    paid = 0
     for game in honest_games:
-        assert game.metrics["game/threats_stated_right"] == 1.0
-        # a best move each turn: no regret, no invalid move; format and threats 0.2 each
-        assert game.turn_rewards == pytest.approx([0.4 / game.num_turns] * game.num_turns)
-        assert game.reward == pytest.approx(
-            game.metrics["game/win"] + 0.5 * game.metrics["game/draw"] + 0.4
+        m = game.metrics
+        assert (
+            m["game/threats_stated_right"] == 1.0
+            and m["game/threats_found"] == sum(threatened_turns(game)) == m["game/threats_chances"]
         )
+        # a best move each turn: no regret, no invalid move; format 0.2 / answers each, and
+        # 0.2 / answers more for the answers to a position with a threat
+        share = 0.2 / game.num_turns
+        expected = [share + share * threatened for threatened in threatened_turns(game)]
+        assert game.turn_rewards == pytest.approx(expected)
+        paid += sum(threatened_turns(game))
+        assert game.reward == pytest.approx(
+            m["game/win"] + 0.5 * m["game/draw"] + 0.2 + share * sum(threatened_turns(game))
+        )
+    assert 0 < paid < sum(g.num_turns for g in honest_games)  # both kinds of position
 
 
 @pytest.mark.parametrize(
     "cheat",
-    [states_every_cell, states_nothing, repeats_the_last_statement, states_wrong_and_moves_right],
-)
+    [states_every_cell, states_nothing, repeats_the_last_statement, states_wrong_and_moves_right,
+     always_no_threat],
+)  # fmt: skip
 def test_playing_the_same_moves_with_a_worse_statement_earns_less_in_every_game(
     honest_games, cheat
 ):
@@ -196,10 +225,20 @@ def test_playing_the_same_moves_with_a_worse_statement_earns_less_in_every_game(
     for fair, game in zip(honest_games, cheats, strict=True):
         assert replies(game) == replies(fair)  # the same moves, so the same game
         assert game.reward <= fair.reward + 1e-9
-        # what it earned for its statements: the threats share, each answer 0.2 / answers
-        stated = game.metrics["game/threats_stated_right"]
-        assert game.reward == pytest.approx(fair.reward - WEIGHT * (1 - stated))
+        # what it lost: 0.2 / answers for each position with a threat it did not state right
+        missed = fair.metrics["game/threats_found"] - game.metrics["game/threats_found"]
+        assert game.reward == pytest.approx(fair.reward - WEIGHT * missed / game.num_turns)
     assert sum(g.reward for g in cheats) < sum(g.reward for g in honest_games)
+
+
+def test_saying_no_line_every_turn_is_right_often_and_earns_nothing():
+    """The statement a student collapsed to under the first form of this reward, which paid
+    every position: "No line has two of a mark." is right wherever there is no threat."""
+    games = play(always_no_threat)
+    stated = sum(g.metrics["game/threats_stated_right"] * g.num_turns for g in games)
+    assert stated / sum(g.num_turns for g in games) > 0.5
+    assert sum(g.metrics["game/threats_found"] for g in games) == 0
+    assert all(sum(g.turn_rewards) == pytest.approx(0.2) for g in games)  # the format only
 
 
 def test_a_right_statement_does_not_buy_a_bad_move(honest_games):

@@ -20,9 +20,12 @@ Each penalty is also credited to the move that cost it (`reward_turn`), for per-
 and so is each answer's part of the format share (FORMAT_WEIGHT / answers if it is well formed),
 once the game is over or out of turns: without it per-turn credit put every answer's format on
 the game's last move, and under the regret arm the answers' format fell (docs/results.md).
-With `threats_weight` w > 0, each answer whose think block states the position's threats right
-(`threats.states_threats_right`, the threats board's words) earns w / answers at its turn;
-`game/threats_stated_right` measures the share at any weight. With `hint_levels` n > 0, the
+With `threats_weight` w > 0, each answer to a position with a threat whose think block states
+them right (`threats.states_threats_right`, the threats board's words) earns w / answers at its
+turn: "No line has two of a mark." said every turn earned 63% of an honest statement's reward
+when every position counted, and a student collapsed to it (docs/results.md). Measured at any
+weight: `game/threats_stated_right` (the share of all answers) and `game/threats_found` of
+`game/threats_chances` (positions with a threat). With `hint_levels` n > 0, the
 curriculum's difficulty d is how often the threats line is shown after the grid (1 - d/n of the
 turns; never from n on, the plain board) instead of the opponent's strength.
 With `opponent="self"` the policy plays O as well, in a seat of its own
@@ -73,7 +76,7 @@ from rlve.envs.tictactoe.rewards import (
     win_reward,
 )
 from rlve.envs.tictactoe.self_play import OPPONENTS, finish_seat, plays_self, seat_move
-from rlve.envs.tictactoe.threats import states_threats_right
+from rlve.envs.tictactoe.threats import has_threats, states_threats_right
 from rlve.types import Example, Message, Trajectory
 
 
@@ -176,8 +179,8 @@ class TicTacToeEnv(MultiTurnEnv):
     """what each result level a move gives up costs, credited to that move (0: not penalised)"""
 
     threats_weight: float = 0.0
-    """the rubric's weight of the share of answers that state their position's threats right,
-    each credited its part at its own turn (0: measured as game/threats_stated_right only)"""
+    """the rubric's weight of the share of answers that state their position's threats right
+    where it has one, each credited its part at its own turn (0: measured only)"""
 
     wording: Wording = GRID
     """the messages' words and board rendering (prompts.BOARDS, the `board` argument)"""
@@ -289,7 +292,11 @@ class TicTacToeEnv(MultiTurnEnv):
         """Record whether an answer of the player whose state this is was well formed, and
         whether it stated the threats of `board` (the position it answered, its own view)."""
         state.setdefault("answer_formats", []).append(format_ok(text))
-        state.setdefault("answer_threats", []).append(states_threats_right(text, board))
+        right = states_threats_right(text, board)
+        state.setdefault("answer_threats", []).append(right)
+        threatened = has_threats(board)
+        state.setdefault("answer_threat_found", []).append(right and threatened)
+        state["threats_chances"] = state.get("threats_chances", 0) + threatened
 
     def note_move_given_up(self, state: State) -> None:
         """Count the answer just noted as one whose move gave up a result (or played none) when
@@ -308,7 +315,7 @@ class TicTacToeEnv(MultiTurnEnv):
         state["answers_credited"] = True
         turns = state["turn"]
         for key, weight in (("answer_formats", FORMAT_WEIGHT),
-                            ("answer_threats", self.threats_weight)):  # fmt: skip
+                            ("answer_threat_found", self.threats_weight)):  # fmt: skip
             marks = state.get(key, [])
             if weight and marks and len(marks) == turns:
                 for turn, ok in enumerate(marks):
@@ -381,6 +388,8 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/format": formatted,
             "game/malformed": 1.0 - formatted,
             "game/threats_stated_right": sum(state.get("answer_threats", [])) / answers,
+            "game/threats_found": float(sum(state.get("answer_threat_found", []))),
+            "game/threats_chances": float(state.get("threats_chances", 0)),
             "game/stated_right_moved_wrong": state.get("stated_right_moved_wrong", 0) / answers,
             "game/hint_prob": float(state["info"].get("hint_prob", 0.0)),
         }
@@ -436,10 +445,13 @@ def load_environment(
             credited to that move; an answer without a legal move costs the regret of losing
             from its position. 0 sums them (`game/regret`) without a penalty.
         threats_weight: the reward for stating the position's threats right in the think
-            block ("X can win at 2. O can win at 5." or "No line has two of a mark.", the
-            threats board's words): this weight times the share of answers whose statement
-            names exactly each mark's winning cells, each answer's part credited at its turn.
-            Measured as `game/threats_stated_right` whatever the weight.
+            block ("X can win at 2. O can win at 5.", the threats board's words): this weight
+            times the share of answers, in positions where a mark can complete three, whose
+            statement names exactly each mark's winning cells, each answer's part credited at
+            its turn. Positions without a threat pay nothing ("No line has two of a mark." is
+            checked, not paid: said every turn it was right in 63% of positions). Measured as
+            `game/threats_stated_right`, `game/threats_found` and `game/threats_chances`
+            whatever the weight.
         hint_levels: n > 0 makes the threats line a difficulty axis for the curriculum
             (`env.curriculum.enabled`): at level d each message shows it with probability
             1 - d/n, from level n on never (the plain grid board); the opponent's strength is

@@ -25,9 +25,10 @@ def format_reward(completion: list[Message]) -> float:
 
 
 def threats_reward(state: State) -> float:
-    """Share of the answers whose think block states the threats of the position they answered
-    (`threats.states_threats_right`; weighted by `threats_weight` in the rubric)."""
-    stated = state.get("answer_threats", [])
+    """Share of the answers whose think block states the threats of the position they answered,
+    counting only positions with a threat (`threats.states_threats_right`; weighted by
+    `threats_weight` in the rubric)."""
+    stated = state.get("answer_threat_found", [])
     return sum(stated) / len(stated) if stated else 0.0
 
 

@@ -49,6 +49,11 @@ def stated_threats(answer: str) -> Threats | None:
     return {mark: stated.get(mark, frozenset()) for mark in (X_MARK, O_MARK)}
 
 
+def has_threats(board: Board) -> bool:
+    """Whether either mark could complete three with its next mark."""
+    return any(threat_cells(board).values())
+
+
 def states_threats_right(answer: str, board: Board) -> bool:
     """Whether the answer's think block states exactly the threats of `board`, the position it
     answered."""
