@@ -115,6 +115,15 @@ docs/results.md)"""
 STATED_THREATS_TOKENS = 64
 """tokens a turn when the teacher states the threats: its answers take 22-43 SmolLM2 tokens
 (mean 31.6; the verdicts 19-25), and 64 keeps every one clear of the 16-token overlong buffer"""
+
+
+def with_reasons(size: RecipeSize, reasons: str) -> RecipeSize:
+    """`size` with the teacher's reasons `reasons`, and the turn limit the stated threats need
+    when they are "threats"."""
+    size = replace(size, teacher_reasons=reasons)
+    return replace(size, max_tokens=STATED_THREATS_TOKENS) if reasons == "threats" else size
+
+
 THREATS_RECIPE = replace(RECIPE, board="threats", sft_steps=30)
 """the board that states the threats: `make recipe`'s, with the 30 SFT steps its results used"""
 DEMO = replace(RECIPE, sft_steps=30, rl_steps=6)
@@ -424,9 +433,7 @@ def recipe_size(args: argparse.Namespace) -> RecipeSize:
     if args.invalid_penalty:
         size = replace(size, invalid_penalty=args.invalid_penalty)
     if args.teacher_reasons:
-        size = replace(size, teacher_reasons=args.teacher_reasons)
-        if args.teacher_reasons == "threats":
-            size = replace(size, max_tokens=STATED_THREATS_TOKENS)
+        size = with_reasons(size, args.teacher_reasons)
     if args.max_tokens:
         size = replace(size, max_tokens=args.max_tokens)
     if args.opponents:

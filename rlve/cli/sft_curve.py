@@ -24,11 +24,11 @@ from pathlib import Path
 
 from rlve.cli.recipe import (
     DEMO,
-    GRID_RECIPE,
     RecipeSize,
     evaluation_env,
     sft_student,
     teacher_scores,
+    with_reasons,
 )
 from rlve.envs.tictactoe.policies import REASONS
 
@@ -150,9 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--teacher-reasons", choices=sorted(REASONS), default="verdict",
                         help="the teacher's think blocks (RecipeSize.teacher_reasons)")  # fmt: skip
     args = parser.parse_args(argv)
-    base = replace(DEMO, teacher_reasons=args.teacher_reasons)
-    if args.teacher_reasons == "threats":
-        base = replace(base, max_tokens=GRID_RECIPE.max_tokens)
+    base = with_reasons(DEMO, args.teacher_reasons)
     args.out.mkdir(parents=True, exist_ok=True)
     curve_path = args.out / "curve.json"
     rows = json.loads(curve_path.read_text()) if curve_path.exists() else []
@@ -164,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         row = measure_point(args.out / f"games{games}_steps{steps}", size)
         rows.append(row)
         write_text_atomically(curve_path, json.dumps(rows, indent=1))
-        print(curve_table([row], DEMO.eval_games), flush=True)
+        print(curve_table([row], base.eval_games), flush=True)
     table = curve_table(rows, base.eval_games)
     write_text_atomically(args.out / "table.md", table + "\n")
     teacher = teacher_scores(args.out, base)["optimal/game/draw"]

@@ -34,3 +34,10 @@ def test_the_plot_is_written(tmp_path):
     rows = [ROW, {**ROW, "sft_steps": 30, "draw": 0.15}, {**ROW, "teacher_games": 2400}]
     plot_curve(rows, teacher_draw=0.405, games=200, out_path=tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 10_000
+
+
+def test_the_curve_of_the_stated_threats_takes_their_turn_limit():
+    from rlve.cli.recipe import DEMO, with_reasons
+
+    assert with_reasons(DEMO, "threats").max_tokens == 64  # the answers measured up to 43 tokens
+    assert with_reasons(DEMO, "verdict") == DEMO
