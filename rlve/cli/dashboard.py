@@ -76,6 +76,8 @@ SECTIONS: tuple[Section, ...] = (
         Plot("step time split (s)", ("perf/step_s", "perf/rollout_s", "perf/train_s",
                                      "perf/sync_s")),
         Plot("tokens per second", ("perf/rollout_tokens_per_s", "perf/train_tokens_per_s")),
+        Plot("trainer TFLOP/s (achieved, peak)", ("perf/train_tflops", "perf/peak_tflops")),
+        Plot("trainer MFU (share of peak)", ("perf/mfu",)),
         Plot("weight lag (steps)", ("sampling/weight_lag_mean", "sampling/weight_lag_max")),
         Plot("completion length (tokens)", ("completion/len_mean", "completion/len_max")),
     )),

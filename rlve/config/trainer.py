@@ -68,6 +68,10 @@ class TrainerConfig:
     1.09-1.31x faster, but in the demo's RL run the process grew about 1 GB a step (8.1 -> 13.0
     GB over 5 steps) without levelling off, so it is off unless asked for (docs/benchmarks.md
     "Allocator")"""
+    peak_tflops: float | None = None
+    """the device's peak TFLOP/s in the run's dtype, the denominator of perf/mfu; None: a GPU's
+    from its name (rlve/training/peak.py lists the cards), a CPU's measured by a short matrix
+    product at start; 0: no perf/mfu. perf/train_tflops is logged either way"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass: less memory, about a third more compute"""
     lora: LoraConfig = field(default_factory=LoraConfig)
@@ -189,6 +193,8 @@ class TrainerConfig:
                 f"trainer.turn_gamma must be in [0, 1], got {self.turn_gamma}")  # fmt: skip
         require(self.cpu_threads is None or self.cpu_threads >= 1,
                 f"trainer.cpu_threads must be None or >= 1, got {self.cpu_threads}")  # fmt: skip
+        require(self.peak_tflops is None or self.peak_tflops >= 0,
+                f"trainer.peak_tflops must be None or >= 0, got {self.peak_tflops}")  # fmt: skip
         self.lora.validate()
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         for name in ("beta1", "beta2"):

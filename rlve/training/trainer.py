@@ -35,10 +35,12 @@ from rlve.training.checkpoint import (
     save_checkpoint,
 )
 from rlve.training.export import export_model, merged_named_weights
+from rlve.training.flops import ModelShape, step_flops
 from rlve.training.guarded_optimizer import GuardedOptimizer
 from rlve.training.logprobs import TokenScorer
 from rlve.training.micro_loss import micro_batch_loss
 from rlve.training.packed_attention import check_packable, separates_sequences, shares_prefixes
+from rlve.training.peak import peak_tflops
 from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
@@ -85,6 +87,10 @@ class Trainer:
         self._share_prefixes = (config.packing == "packed" and config.share_prefixes
                                 and shares_prefixes(model_config))  # fmt: skip
         """forward each micro-batch through its prefix tree (the attention can read one)"""
+        self.shape = ModelShape.of(model_config)
+        peak = config.peak_tflops
+        self.peak_tflops = peak_tflops(self.device, config.dtype) if peak is None else peak or None
+        """the denominator of perf/mfu (rlve.training.peak); None: unknown"""
 
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.guard = GuardedOptimizer(self.trainable_parameters, config)
@@ -165,7 +171,10 @@ class Trainer:
         idle = sum(not m.sequence_index for m in micros)  # sharded: a rank with less work waits
         metrics["perf/idle_micro_batches"] = self.world.sum([float(idle)])[0]
         metrics["train/skipped_steps"] = float(self.skipped_steps)
-        return with_perf(metrics, batches, started, config.num_iterations)
+        no_grad_passes = int(recompute and config.old_logprobs == "recompute")
+        no_grad_passes += int(config.kl_beta > 0)
+        flops = step_flops(self.shape, micros, config.num_iterations, no_grad_passes)
+        return with_perf(metrics, batches, started, config.num_iterations, flops, self.peak_tflops)
 
     def _policy_update(self, batch: TrainBatch) -> Update:
         """One optimizer step on `batch` (accumulated over its micro-batches)."""
@@ -237,7 +246,8 @@ class Trainer:
             "train/num_tokens": float(num_tokens),
             "train/skipped_steps": float(self.skipped_steps),
         }
-        return with_perf(metrics, [batch], started, 1)
+        flops = step_flops(self.shape, batch.micro_batches, trained_passes=1)
+        return with_perf(metrics, [batch], started, 1, flops, self.peak_tflops)
 
     # -----------------------------------------------------------------------------------------
     # Shared pieces

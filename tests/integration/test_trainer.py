@@ -161,6 +161,13 @@ def test_a_step_forwards_each_prompt_once_and_skips_what_has_no_advantage():
     assert shared["perf/unshared_tokens"] == apart["perf/forward_tokens"] == 16
     assert shared["perf/forward_tokens"] == 11
     assert shared["train/num_tokens"] == 12  # the skipped completions still count in the mean
+    # FLOPs (rlve.training.flops; tiny: 4 layers of 245,760 weights, 4 heads of 32, 128 x 2048
+    # head) of one forward, x3 for the backward: shared, the 11 nodes at positions 0-4, 5-7, 5-7
+    # (keys read 15 + 2 x 21); apart, two sequences of positions 0-7 (2 x 36); both 6 head tokens
+    head = 2 * 128 * 2048 * 6
+    assert shared["perf/train_flops"] == 3 * (2 * 4 * 245_760 * 11 + 2048 * 57 + head)
+    assert apart["perf/train_flops"] == 3 * (2 * 4 * 245_760 * 16 + 2048 * 72 + head)
+    assert shared["perf/mfu"] == pytest.approx(shared["perf/train_tflops"] / shared["perf/peak_tflops"])
     tolerance = 2 * 4 * math.sqrt(512) * 2**-24  # as in the packed step's test above
     assert shared["train/loss"] == pytest.approx(apart["train/loss"], abs=tolerance / 2 * 10)
     for name, weight in apart_weights.items():
