@@ -44,12 +44,12 @@ curriculum: setup
 	$(PY) -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum
 
 lint: setup
-	$(VENV)/bin/ruff format --check rlve tests scripts examples
-	$(VENV)/bin/ruff check rlve tests scripts examples
+	$(VENV)/bin/ruff format --check rlve tests scripts benchmarks examples
+	$(VENV)/bin/ruff check rlve tests scripts benchmarks examples
 
 format: setup
-	$(VENV)/bin/ruff format rlve tests scripts examples
-	$(VENV)/bin/ruff check --fix rlve tests scripts examples
+	$(VENV)/bin/ruff format rlve tests scripts benchmarks examples
+	$(VENV)/bin/ruff check --fix rlve tests scripts benchmarks examples
 
 test: lint
 	$(PY) -m pytest -m "not gpu" -q

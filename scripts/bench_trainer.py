@@ -173,6 +173,7 @@ def run_case(args: argparse.Namespace) -> dict:
         path = os.path.join(args.profile, f"{args.case}.txt")
         profiled_step(trainer, batch(args.steps + 1), path)
     train_s = sum(m["perf/train_s"] for m in steps)
+    tflops = sum(m["perf/train_flops"] for m in steps) / train_s / 1e12
     tokens = args.groups * args.group_size * (args.prompt_len + args.completion_len) * len(steps)
     return {
         "case": args.case,
@@ -183,6 +184,9 @@ def run_case(args: argparse.Namespace) -> dict:
         "load_s": round(load_s, 1),
         "step_s": round(train_s / len(steps), 2),
         "train_tokens_per_s": round(tokens / train_s, 1),
+        "train_tflops": round(tflops, 4),
+        "peak_tflops": trainer.peak_tflops and round(trainer.peak_tflops, 4),
+        "mfu": trainer.peak_tflops and round(tflops / trainer.peak_tflops, 3),
         **{k: round(v) for k, v in peak_memory_mib(args.device).items()},
     }
 

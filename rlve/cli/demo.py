@@ -5,14 +5,15 @@
 2. The tic-tac-toe recipe of `make recipe` (rlve.cli.recipe) with one seed, on the board that
    states the threats (BOARD): SFT of SmolLM2-135M-Instruct on a noisy teacher's games, then RL
    through vLLM on the CPU with the arm that drew most at these sizes (ARM: CISPO with per-move
-   regret credit, see the recipe's ARMS), and the table teacher / SFT student / RL student with
-   a 95% interval for each rate. The models stay in runs/demo/sft_model and
-   runs/demo/regret/seed0/model for scripts/evaluate.py.
+   regret credit, see the recipe's ARMS), and the table teacher / SFT student / RL student
+   against the optimal opponent (SCORED_OPPONENTS) with a 95% interval for each rate. The
+   models stay in runs/demo/sft_model and runs/demo/regret/seed0/model for scripts/evaluate.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import rlve
 from rlve.cli.recipe import DEMO, run
 from rlve.cli.stage_clock import stage
 from rlve.envs.tictactoe import minimax_policy, noisy_minimax_policy, random_policy
+from rlve.models.precision import this_cpu_kind
 from rlve.rollout import ScriptedEngine
 
 OPPONENTS = {"random": 1.0, "optimal": 0.0}
@@ -27,6 +29,15 @@ ARM = "regret"
 """the RL arm: at the demo's sizes it drew 18.0-23.5% against whole-game CISPO's 14.0-14.5% from
 the same SFT student on the grid (docs/results.md, "Per-move regret credit"); on BOARD a clean
 `make demo` drew 65.5% from its SFT student's 51.0% ("`make demo` from a clean start")"""
+SCORED_OPPONENTS = ("optimal",)
+"""whom the SFT and the RL student are scored against: the claim's opponent only, 200 games
+each (a 95% interval of about +-10 points on the difference). Also scoring the random opponent
+doubled the scoring, 23% of the demo on an AVX512-BF16 CPU and 35% on an AVX2-only one
+(docs/benchmarks.md, "make demo's stages"); `make recipe` scores both"""
+EXPECTED_MINUTES = {"AVX512-BF16": 27, "AVX2": 48}
+"""`make demo`'s minutes after set-up on two cores by CPU kind (rlve.models.precision.cpu_kind):
+AVX512-BF16 measured; AVX2 estimated from the stages measured on an AVX2-only machine before
+the random opponent's scoring was dropped (docs/benchmarks.md, "make demo's stages")"""
 BOARD = "threats"
 """the board the demo plays on: the grid, then a line naming the cells where either side would
 complete three; its SFT student drew 51% against the optimal opponent where the grid's drew
@@ -86,8 +97,13 @@ def main(argv: list[str] | None = None) -> None:
     print(format_table(baseline_table(args.games, args.seed)))
     if args.rl_steps <= 0:
         return
-    size = replace(DEMO, rl_steps=args.rl_steps, board=BOARD)
+    size = replace(DEMO, rl_steps=args.rl_steps, board=BOARD, eval_opponents=SCORED_OPPONENTS)
     out = Path(args.out)
+    kind = this_cpu_kind()
+    expected = EXPECTED_MINUTES.get(kind)
+    print(f"\nCPU: {kind}, {os.cpu_count()} cores; " + (
+        f"on two cores of this kind the recipe took about {expected} minutes"
+        if expected else "no timing measured on this kind of CPU"))  # fmt: skip
     print(f"\n== The recipe, one seed: SFT of {size.model} on a noisy teacher's games, then "
           f"{size.rl_steps} CISPO steps with per-move regret credit, through vLLM on the "
           f"CPU.\nBoard: {BOARD!r}, the grid followed by the cells where X or O would complete "

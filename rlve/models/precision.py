@@ -75,3 +75,27 @@ def resolve_dtype(dtype: str, device: str) -> str:
         resolved = auto_dtype(cpu_has_native_bf16)
     logger.info("dtype auto on %s: %s", device, resolved)
     return resolved
+
+
+def cpu_kind(flags: set[str], vector_isa: str) -> str:
+    """What kind of CPU the timings of rlve's docs are grouped by: "AMX", "AVX512-BF16",
+    "AVX512", "AVX2" or "other", from /proc/cpuinfo's `flags` and the vector ISA torch's kernels
+    use (`torch.backends.cpu.get_cpu_capability()`: "AVX2" where ATEN_CPU_CAPABILITY holds an
+    AVX512 CPU to AVX2, as benchmarks/avx2_like.sh does).
+    Example: a Zen 4's flags, "AVX512" -> "AVX512-BF16"; the same flags, "AVX2" -> "AVX2"."""
+    if vector_isa.startswith("AVX512"):
+        if "amx_bf16" in flags:
+            return "AMX"
+        return "AVX512-BF16" if "avx512_bf16" in flags else "AVX512"
+    return "AVX2" if vector_isa == "AVX2" else "other"
+
+
+def this_cpu_kind(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str:
+    """`cpu_kind` of this machine ("other" where /proc/cpuinfo is absent)."""
+    import torch
+
+    try:
+        flags = cpu_flags(cpuinfo_path.read_text(errors="replace"))
+    except OSError:
+        return "other"
+    return cpu_kind(flags, torch.backends.cpu.get_cpu_capability())

@@ -9,6 +9,7 @@ from rlve.models.precision import (
     auto_dtype,
     cpu_flags,
     cpu_has_native_bf16,
+    cpu_kind,
     resolve_dtype,
 )
 from rlve.training.trainer import Trainer
@@ -28,6 +29,18 @@ def test_cpu_flags_come_from_flags_and_features_lines():
                                "avx512_vnni"}  # fmt: skip
     assert cpu_flags(NEOVERSE_V1) == {"fp", "asimd", "sve", "bf16", "i8mm"}
     assert cpu_flags("model name\t: avx512_bf16 in its name\n") == set()
+
+
+@pytest.mark.parametrize(("cpuinfo", "vector_isa", "kind"), [
+    (ZEN4, "AVX512", "AVX512-BF16"),
+    (ZEN4, "AVX2", "AVX2"),  # torch held to AVX2 (benchmarks/avx2_like.sh)
+    (SAPPHIRE_RAPIDS, "AVX512", "AMX"),
+    (SKYLAKE, "AVX512", "AVX512"),
+    ("flags\t\t: fpu sse2 avx2 fma\n", "AVX2", "AVX2"),
+    (NEOVERSE_V1, "DEFAULT", "other"),
+])  # fmt: skip
+def test_the_cpu_kind_the_docs_group_timings_by(cpuinfo, vector_isa, kind):
+    assert cpu_kind(cpu_flags(cpuinfo), vector_isa) == kind
 
 
 @pytest.mark.parametrize(
