@@ -75,6 +75,8 @@ def worker(args) -> None:
         "trained_per_game": statistics.mean(sum(t.loss_mask) for t in games),
         "forward_tokens": metrics.get("perf/forward_tokens"),
         "skipped_tokens": metrics.get("perf/skipped_tokens"),
+        "train_tflops": metrics.get("perf/train_tflops"),  # None on commits before perf/mfu
+        "mfu": metrics.get("perf/mfu"),
         "reward_mean": statistics.mean(t.reward for t in games),
     }))  # fmt: skip
 
@@ -156,8 +158,8 @@ def main() -> None:
         cases.append(("this tree, no prefix sharing", ROOT, "grid", True))
     cases += [(f"this tree, {board} board", ROOT, board, False) for board in args.boards]
     print(f"{args.problems} x {args.games} teacher games, {args.steps} timed steps a case")
-    print("| case | tokens/game | trained/game | forwarded/step | s/step | vs first |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| case | tokens/game | trained/game | forwarded/step | s/step | vs first | TFLOP/s "
+          "| share of peak |\n|---|---:|---:|---:|---:|---:|---:|---:|")  # fmt: skip
     first = None
     for name, root, board, no_share in cases:
         result = run_case(root, board, args, no_share)
@@ -165,8 +167,11 @@ def main() -> None:
         first = first or seconds
         forwarded = result["forward_tokens"]
         forwarded = f"{forwarded:.0f}" if forwarded is not None else "-"
+        tflops, mfu = result.get("train_tflops"), result.get("mfu")
+        rate = f"{tflops:.3f} | {mfu:.0%}" if tflops and mfu else "- | -"
         print(f"| {name} | {result['tokens_per_game']:.0f} | {result['trained_per_game']:.0f} | "
-              f"{forwarded} | {seconds:.1f} | {seconds / first:.2f}x |", flush=True)  # fmt: skip
+              f"{forwarded} | {seconds:.1f} | {seconds / first:.2f}x | {rate} |",
+              flush=True)  # fmt: skip
 
 
 def compare_loops(args) -> None:

@@ -4,10 +4,13 @@
     python -m rlve.cli.env_scaling split                # held-out list and nested collections
     python -m rlve.cli.env_scaling run --seeds 0 1 2    # one arm per collection, over seeds
     python -m rlve.cli.env_scaling run --table-only     # table.md and scaling.png of what ran
+    python -m rlve.cli.env_scaling screen --start worked  # the worked-problem start (below)
 
 1. **The starting model**: SmolLM2-135M-Instruct after a short SFT on the `<answer>` contract,
    on reference answers of FORMAT_ENVS only. Those are never candidates, so no warm-up data
-   comes from a held-out environment, and the warm-up is the same for every arm.
+   comes from a held-out environment, and the warm-up is the same for every arm. With
+   `--start worked`, the warm-up of rlve.cli.worked_start instead (worked problems of every
+   candidate the rule cannot hold out), its files under `<results>/worked` and `<out>/worked`.
 2. **Screening**: for each candidate (every environment of the three families but FORMAT_ENVS,
    in an order shuffled once with SCREEN_SEED, so that `--limit` screens a random subset), the
    starting model's accuracy and format at levels 0-2 on SCREEN_PROBLEMS fresh problems each,
@@ -204,7 +207,16 @@ def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> float
     return sum(values) / len(values)
 
 
-def experiment(stored: dict, reward: str, model: str = MODEL):
+def start_model(start: str, out: Path, model: str = MODEL) -> Path:
+    """The model every arm starts from: the format warm-up, or the worked problems'."""
+    if start == "worked":
+        from rlve.cli.worked_start import worked_model
+
+        return worked_model(out, model)
+    return format_model(out, model)
+
+
+def experiment(stored: dict, reward: str, model: str = MODEL, start: str = "format"):
     """One arm per collection of `stored` (split.json), each scored on the held-out list."""
     from rlve.cli.experiment import Arm, Experiment
 
@@ -225,10 +237,12 @@ def experiment(stored: dict, reward: str, model: str = MODEL):
     settings = {"eval": [EVAL_LEVELS, EVAL_PROBLEMS, EVAL_SEED, ID_ENVS], "reward": reward,
                 "model": model,
                 "format": [FORMAT_ENVS, FORMAT_LEVELS, FORMAT_PER_LEVEL, FORMAT_STEPS]}  # fmt: skip
+    if start != "format":
+        settings["start"] = start
     return Experiment(
         name=f"env_scaling_{reward}",
         arms=arms,
-        start=lambda out, seed: format_model(out, model),
+        start=lambda out, seed: start_model(start, out, model),
         score=score,
         curves=["reward/mean", "reward/accuracy", "reward/format_score"],
         settings=settings,
@@ -250,9 +264,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="the student: a built-in name, a directory or a hub id")  # fmt: skip
     parser.add_argument("--reward", choices=("shaped", "binary"), default="binary",
                         help="what the arms train on (wrapper.REWARDS)")  # fmt: skip
+    parser.add_argument("--start", choices=("format", "worked"), default="format",
+                        help="the starting model: the format warm-up, or the worked problems' "
+                        "(rlve.cli.worked_start; its files go to <results>/worked)")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="run: train nothing, tabulate and plot the finished runs")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.start == "worked":
+        args.results, args.out = args.results / "worked", args.out / "worked"
     args.results.mkdir(parents=True, exist_ok=True)
     if args.stage == "run":
         from omegaconf import OmegaConf
@@ -265,8 +284,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no {split_file}: run the screen and split stages first")
         stored = json.loads(split_file.read_text())
         out = args.out / args.reward
-        results = run_experiment(experiment(stored, args.reward, args.model), out, args.seeds,
-                                 train=not args.table_only)  # fmt: skip
+        results = run_experiment(experiment(stored, args.reward, args.model, args.start), out,
+                                 args.seeds, train=not args.table_only)  # fmt: skip
         print(scores_table(results))
         steps = OmegaConf.load(out / results[0].arm / f"seed{results[0].seed}" / "config.yaml")
         print(f"wrote {plot_env_scaling(results, steps.trainer.max_steps, out / 'scaling.png')}")
@@ -275,20 +294,25 @@ def main(argv: list[str] | None = None) -> None:
         records = read_screening(args.results / "screening.json")
         if not records:
             parser.error(f"no screening in {args.results}: run the screen stage first")
-        split, stored = make_split(records)
+        if args.start == "worked":
+            from rlve.cli.worked_start import worked_split
+
+            stored = worked_split(records)
+        else:
+            stored = make_split(records)[1]
         from rlve.rollout.records import write_text_atomically
 
         write_text_atomically(args.results / "split.json", json.dumps(stored, indent=1) + "\n")
         sizes = list(stored["collections"])
-        print(f"{len(records)} screened, {stored['rule']['kept']} kept: "
-              f"{len(split.held_out)} held out, collections of {sizes}")  # fmt: skip
+        print(f"{len(records)} screened: {len(stored['held_out'])} held out, collections of "
+              f"{sizes}")  # fmt: skip
         return
     from rlve.config import InferenceConfig
     from rlve.inference.vllm_engine import VLLMEngine
     from rlve.inference.vllm_logs import send_vllm_logs_to
     from rlve.models import load_tokenizer
 
-    model = format_model(args.out, args.model)
+    model = start_model(args.start, args.out, args.model)
     tokenizer = load_tokenizer(str(model))
     send_vllm_logs_to(args.out)
     engine = VLLMEngine(str(model), tokenizer, InferenceConfig(max_model_len=1024))
@@ -297,8 +321,12 @@ def main(argv: list[str] | None = None) -> None:
         records = screen(args.results, engine, tokenizer, names)
     finally:
         engine.shutdown()
+    from rlve.cli.worked_start import BAND, in_band
+
     kept = sum(records[n].learnable for n in names)
-    print(f"screened {len(names)} candidates: {kept} have something to learn")
+    band = sum(in_band(records[n]) for n in names)
+    print(f"screened {len(names)} candidates: {kept} have something to learn, {band} are right "
+          f"on {BAND[0]:.0%}-{BAND[1]:.0%} of the problems at some level")  # fmt: skip
 
 
 if __name__ == "__main__":  # vLLM and the verifier pool start processes that re-import this file
