@@ -34,7 +34,7 @@ SCORED_OPPONENTS = ("optimal",)
 each (a 95% interval of about +-10 points on the difference). Also scoring the random opponent
 doubled the scoring, 23% of the demo on an AVX512-BF16 CPU and 35% on an AVX2-only one
 (docs/benchmarks.md, "make demo's stages"); `make recipe` scores both"""
-EXPECTED_MINUTES = {"AVX512-BF16": 27, "AVX2": 48}
+EXPECTED_MINUTES = {"AVX512-BF16": 22, "AVX2": 48}
 """`make demo`'s minutes after set-up on two cores by CPU kind (rlve.models.precision.cpu_kind):
 AVX512-BF16 measured; AVX2 estimated from the stages measured on an AVX2-only machine before
 the random opponent's scoring was dropped (docs/benchmarks.md, "make demo's stages")"""

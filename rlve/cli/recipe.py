@@ -366,7 +366,8 @@ def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("c
     print_stage(f"teacher (minimax, {size.teacher_noise:.0%} noise)", teacher)
 
     def table(results: list[RunResult]) -> str:
-        return results_table(results, teacher, size.eval_games)
+        return results_table(results, teacher, size.eval_games,
+                             stated_threats=size.teacher_reasons == "threats")  # fmt: skip
 
     results = run_experiment(experiment(size, arms), out, seeds, table=table, train=train)
     for result in results:

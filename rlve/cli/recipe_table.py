@@ -60,21 +60,37 @@ def table_rows(results: list[RunResult], teacher: dict[str, float]):
         yield name, lambda key, runs=runs: [r.after.get(key) for r in runs]
 
 
-def results_table(results: list[RunResult], teacher: dict[str, float], games: int) -> str:
+SHARED = {"optimal": "opt", "random": "rand"}
+"""the opponents of the columns that show both, and their short names in the titles"""
+
+
+def results_table(
+    results: list[RunResult], teacher: dict[str, float], games: int, stated_threats: bool = True
+) -> str:
     """Markdown: one row per stage (an RL row per arm), mean [min-max] over the seeds' results
     (the teacher is scripted: one row of its own evaluation). A column no stage measured (an
-    opponent the recipe did not play, a metric older runs lack) is left out."""
+    opponent the recipe did not play, a metric older runs lack) is left out, and so are the
+    threats columns unless the teacher `stated_threats` (its reasons: rlve.cli.recipe)."""
+    stages = list(table_rows(results, teacher))
+    played = [
+        o
+        for o in SHARED
+        if any(v is not None for _, values in stages for v in values(f"{o}/game/draw"))
+    ]
+    played = played or list(SHARED)  # fmt: skip
     rows = []
-    for name, values in table_rows(results, teacher):
+    for name, values in stages:
         cells = []
         for _, opponent, metrics, scale in TABLE_COLUMNS:
-            opponents = (opponent,) if opponent else ("optimal", "random")
+            opponents = (opponent,) if opponent else played
             cells.append([cell(values(f"{o}/game/{m}"), scale, games)
                           for o in opponents for m in metrics])  # fmt: skip
         rows.append((name, cells))
-    kept = [i for i in range(len(TABLE_COLUMNS))
-            if any(set(cells[i]) != {"-"} for _, cells in rows)]  # fmt: skip
-    header = ["model", *(TABLE_COLUMNS[i][0] for i in kept)]
+    kept = [i for i, (_, _, metrics, _) in enumerate(TABLE_COLUMNS)
+            if any(set(cells[i]) != {"-"} for _, cells in rows)
+            and (stated_threats or not metrics[0].startswith("threats"))]  # fmt: skip
+    shared = "(" + "/".join(SHARED[o] for o in played) + ")"
+    header = ["model", *(TABLE_COLUMNS[i][0].replace("(opt/rand)", shared) for i in kept)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, cells in rows:
         lines.append("| " + " | ".join([name, *(" / ".join(cells[i]) for i in kept)]) + " |")

@@ -64,6 +64,19 @@ def test_one_seed_shows_each_rate_with_its_95_percent_interval():
     assert sft[5] == "0.50 / 0.90" and teacher[5] == "- / -"  # a teacher.json from before
 
 
+def test_a_recipe_scored_against_the_optimal_opponent_alone_shows_only_its_columns():
+    # make demo scores the optimal opponent only; its teacher states no threats (verdicts)
+    optimal = {k: v for k, v in scores(0.5, 0.2).items() if k.startswith("optimal/")}
+    optimal["optimal/game/threats_stated_right"] = 0.0
+    stage = RunResult("regret", 0, optimal, optimal, {}, 1.0, {})
+    table = results_table([stage], optimal, 200, stated_threats=False)
+    header, sft = table.splitlines()[0], table.splitlines()[3].split(" | ")
+    assert "vs random" not in header and "threats" not in header
+    assert "games with an invalid move % (opt) |" in header and "(opt/rand)" not in header
+    assert sft[2] == "20.0 (15-26)"  # invalid games against the optimal opponent, no "/ -"
+    assert "threats stated right % (opt)" in results_table([stage], optimal, 200)
+
+
 def test_the_rl_run_is_the_cispo_experiment_scaled_down(tmp_path):
     recipe = experiment(RECIPE)
     overrides = run_overrides(recipe, recipe.arms[0], tmp_path / "model", 2, tmp_path / "rl")
