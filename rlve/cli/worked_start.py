@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlve.cli import env_scaling as scaling
+from rlve.cli import scaling_pool as scaling
 from rlve.curriculum.env_split import EnvSplit, split_environments
 
 WORKED_LEVELS = (0, 1, 2)

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from rlve.cli import env_scaling
-from rlve.cli.env_scaling import FORMAT_ENVS, Screening, make_split, screen, screen_one
+from rlve.cli import env_scaling, scaling_pool
+from rlve.cli.env_scaling import make_split
+from rlve.cli.scaling_pool import FORMAT_ENVS, Screening, screen, screen_one
 from rlve.curriculum.env_split import family, split_environments
 from rlve.inference.scripted import ScriptedEngine
 from rlve.models import load_tokenizer
@@ -89,7 +90,7 @@ def test_a_screening_resumes_where_it_stopped(tmp_path, monkeypatch):
         screened.append(name)
         return Screening(name, {"0": 0.5}, {"0": 1.0})
 
-    monkeypatch.setattr(env_scaling, "screen_one", fake_screen_one)
+    monkeypatch.setattr(scaling_pool, "screen_one", fake_screen_one)
     screen(tmp_path, None, None, ["a/1", "a/2"])
     screen(tmp_path, None, None, ["a/1", "a/2", "a/3"])
     assert screened == ["a/1", "a/2", "a/3"]

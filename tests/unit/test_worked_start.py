@@ -4,7 +4,7 @@ held-out side fixed before the warm-up, no scored problem in the warm-up, the po
 import json
 
 from rlve.cli import worked_start
-from rlve.cli.env_scaling import FORMAT_ENVS, Screening
+from rlve.cli.scaling_pool import FORMAT_ENVS, Screening
 from rlve.cli.worked_start import candidate_split, in_band, worked_problems, worked_split
 from rlve.models import load_tokenizer
 
