@@ -34,7 +34,7 @@ SCORED_OPPONENTS = ("optimal",)
 each (a 95% interval of about +-10 points on the difference). Also scoring the random opponent
 doubled the scoring, 23% of the demo on an AVX512-BF16 CPU and 35% on an AVX2-only one
 (docs/benchmarks.md, "make demo's stages"); `make recipe` scores both"""
-EXPECTED_MINUTES = {"AVX512-BF16": 22, "AVX2": 48}
+EXPECTED_MINUTES = {"AVX512-BF16": (22, "measured"), "AVX2": (48, "estimated")}
 """`make demo`'s minutes after set-up on two cores by CPU kind (rlve.models.precision.cpu_kind):
 AVX512-BF16 measured; AVX2 estimated from the stages measured on an AVX2-only machine before
 the random opponent's scoring was dropped (docs/benchmarks.md, "make demo's stages")"""
@@ -100,10 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     size = replace(DEMO, rl_steps=args.rl_steps, board=BOARD, eval_opponents=SCORED_OPPONENTS)
     out = Path(args.out)
     kind = this_cpu_kind()
-    expected = EXPECTED_MINUTES.get(kind)
+    minutes, how = EXPECTED_MINUTES.get(kind, (None, ""))
     print(f"\nCPU: {kind}, {os.cpu_count()} cores; " + (
-        f"on two cores of this kind the recipe took about {expected} minutes"
-        if expected else "no timing measured on this kind of CPU"))  # fmt: skip
+        f"on two cores of this kind make demo takes about {minutes} minutes ({how})"
+        if minutes else "no time measured on this kind of CPU"))  # fmt: skip
     print(f"\n== The recipe, one seed: SFT of {size.model} on a noisy teacher's games, then "
           f"{size.rl_steps} CISPO steps with per-move regret credit, through vLLM on the "
           f"CPU.\nBoard: {BOARD!r}, the grid followed by the cells where X or O would complete "
