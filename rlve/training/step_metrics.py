@@ -59,21 +59,23 @@ def step_metrics(
 
 def with_perf(
     metrics: dict[str, float], batches: Sequence[TrainBatch], started: float, passes: int,
-    flops: float, peak_tflops: float | None,
+    flops: float | None, peak_tflops: float | None,
 ) -> dict[str, float]:  # fmt: skip
     """`metrics` plus perf/train_s (since `started`, a perf_counter time), the tokens per
     second of `passes` forward/backward passes over `batches` (padding excluded),
     perf/padded_frac, the share of their forward positions that were padding, and the step's
     `flops` (rlve.training.flops) as perf/train_flops, perf/train_tflops (achieved) and, with a
-    known peak, perf/mfu (achieved / peak)."""
+    known peak, perf/mfu (achieved / peak); none of the three without a count (None)."""
     elapsed = time.perf_counter() - started
     micros = [m for b in batches for m in b.micro_batches]
     tokens = sum(int(m.attention_mask.sum()) for m in micros) * passes
-    achieved = flops / elapsed / 1e12
-    if peak_tflops:
-        metrics = {**metrics, "perf/mfu": achieved / peak_tflops, "perf/peak_tflops": peak_tflops}
+    if flops is not None:
+        achieved = flops / elapsed / 1e12
+        metrics = {**metrics, "perf/train_flops": flops, "perf/train_tflops": achieved}
+        if peak_tflops:
+            metrics["perf/mfu"] = achieved / peak_tflops
+            metrics["perf/peak_tflops"] = peak_tflops
     return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed,
-            "perf/train_flops": flops, "perf/train_tflops": achieved,
             "perf/padded_frac": padded_fraction(micros),
             # one pass: positions the decoder ran on; the sequences' tokens it would have run on
             # without prefix sharing; tokens of sequences left out (no advantage, no KL)

@@ -87,7 +87,10 @@ class Trainer:
         self._share_prefixes = (config.packing == "packed" and config.share_prefixes
                                 and shares_prefixes(model_config))  # fmt: skip
         """forward each micro-batch through its prefix tree (the attention can read one)"""
-        self.shape = ModelShape.of(model_config)
+        try:
+            self.shape: ModelShape | None = ModelShape.of(model_config)
+        except AttributeError:  # a config without Llama-style fields: no FLOP count, no MFU
+            self.shape = None
         peak = config.peak_tflops
         self.peak_tflops = peak_tflops(self.device, config.dtype) if peak is None else peak or None
         """the denominator of perf/mfu (rlve.training.peak); None: unknown"""
@@ -173,7 +176,8 @@ class Trainer:
         metrics["train/skipped_steps"] = float(self.skipped_steps)
         no_grad_passes = int(recompute and config.old_logprobs == "recompute")
         no_grad_passes += int(config.kl_beta > 0)
-        flops = step_flops(self.shape, micros, config.num_iterations, no_grad_passes)
+        flops = self.shape and step_flops(self.shape, micros, config.num_iterations,
+                                          no_grad_passes)  # fmt: skip
         return with_perf(metrics, batches, started, config.num_iterations, flops, self.peak_tflops)
 
     def _policy_update(self, batch: TrainBatch) -> Update:
@@ -246,7 +250,7 @@ class Trainer:
             "train/num_tokens": float(num_tokens),
             "train/skipped_steps": float(self.skipped_steps),
         }
-        flops = step_flops(self.shape, batch.micro_batches, trained_passes=1)
+        flops = self.shape and step_flops(self.shape, batch.micro_batches, trained_passes=1)
         return with_perf(metrics, [batch], started, 1, flops, self.peak_tflops)
 
     # -----------------------------------------------------------------------------------------

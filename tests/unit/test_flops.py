@@ -65,6 +65,8 @@ def test_perf_metrics_divide_the_flops_by_the_time_and_the_peak():
     assert metrics["perf/train_tflops"] == pytest.approx(4 / metrics["perf/train_s"])
     assert metrics["perf/mfu"] == pytest.approx(metrics["perf/train_tflops"] / 8.0)
     assert "perf/mfu" not in with_perf({}, [batch], started, 1, flops=4e12, peak_tflops=None)
+    uncounted = with_perf({}, [batch], started, 1, flops=None, peak_tflops=8.0)  # no shape
+    assert "perf/train_flops" not in uncounted and "perf/mfu" not in uncounted
 
 
 @pytest.mark.parametrize(("name", "dtype", "peak"), [
