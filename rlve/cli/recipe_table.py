@@ -77,7 +77,7 @@ def results_table(
         for o in SHARED
         if any(v is not None for _, values in stages for v in values(f"{o}/game/draw"))
     ]
-    played = played or list(SHARED)  # fmt: skip
+    played = played or list(SHARED)
     rows = []
     for name, values in stages:
         cells = []

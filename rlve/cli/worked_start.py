@@ -47,7 +47,8 @@ def prompts_of(name: str, seed: int, levels, per_level: int) -> list[tuple[list[
     problems = []
     for level in levels:
         env = load_environment(name, num_examples=per_level, seed=seed, difficulties=[level])
-        problems += [(env.example(i).prompt, env.example(i).answer) for i in range(per_level)]
+        examples = [env.example(i) for i in range(per_level)]
+        problems += [(example.prompt, example.answer) for example in examples]
     return problems
 
 
@@ -70,8 +71,7 @@ class WorkedData:
 
 def worked_problems(names: list[str], tokenizer) -> WorkedData:
     """The warm-up's (problem, answer) sequences of `names` (see the module docstring)."""
-    from rlve.rollout.chat_tokens import conversation_tokens
-    from rlve.training.sft import SftSequence
+    from rlve.training.sft import answer_sequence
 
     data = WorkedData([], {}, {})
     for name in names:
@@ -85,11 +85,10 @@ def worked_problems(names: list[str], tokenizer) -> WorkedData:
         for prompt, answer in problems:
             if json.dumps(prompt) in scored or not answer:
                 continue
-            reply = [{"role": "assistant", "content": f"<answer>{answer}</answer>"}]
-            ids, mask = conversation_tokens(tokenizer, prompt, reply)
-            if len(ids) - sum(mask) > scaling.MAX_PROMPT_TOKENS:
+            sequence = answer_sequence(tokenizer, prompt, answer)
+            if len(sequence.token_ids) - sum(sequence.loss_mask) > scaling.MAX_PROMPT_TOKENS:
                 continue
-            data.sequences.append(SftSequence(ids, mask, 1.0))
+            data.sequences.append(sequence)
             kept += 1
         data.per_env[name] = kept
         if kept < len(problems):

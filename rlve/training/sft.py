@@ -170,10 +170,16 @@ def reference_answer_data(
                                        difficulty=difficulty)  # fmt: skip
             if not example.answer:
                 raise ValueError(f"{env.name} gave no reference answer at difficulty {difficulty}")
-            answer = [{"role": "assistant", "content": f"<answer>{example.answer}</answer>"}]
-            ids, mask = conversation_tokens(tokenizer, example.prompt, answer, env.tool_schemas)
-            sequences.append(SftSequence(ids, mask, 1.0))
+            sequences.append(answer_sequence(tokenizer, example.prompt, example.answer,
+                                             env.tool_schemas))  # fmt: skip
     return sequences
+
+
+def answer_sequence(tokenizer, prompt: list[dict], answer: str, tool_schemas=None) -> SftSequence:
+    """`prompt` answered `<answer>answer</answer>` (no reasoning), in the student's chat format."""
+    reply = [{"role": "assistant", "content": f"<answer>{answer}</answer>"}]
+    ids, mask = conversation_tokens(tokenizer, prompt, reply, tool_schemas)
+    return SftSequence(ids, mask, 1.0)
 
 
 def _won_or_drew_cleanly(t: Trajectory) -> bool:

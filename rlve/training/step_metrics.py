@@ -68,7 +68,8 @@ def with_perf(
     known peak, perf/mfu (achieved / peak); none of the three without a count (None)."""
     elapsed = time.perf_counter() - started
     micros = [m for b in batches for m in b.micro_batches]
-    tokens = sum(int(m.attention_mask.sum()) for m in micros) * passes
+    unshared = sum(int(m.attention_mask.sum()) for m in micros)
+    tokens = unshared * passes
     if flops is not None:
         achieved = flops / elapsed / 1e12
         metrics = {**metrics, "perf/train_flops": flops, "perf/train_tflops": achieved}
@@ -80,5 +81,5 @@ def with_perf(
             # one pass: positions the decoder ran on; the sequences' tokens it would have run on
             # without prefix sharing; tokens of sequences left out (no advantage, no KL)
             "perf/forward_tokens": float(sum(b.forward_tokens for b in batches)),
-            "perf/unshared_tokens": float(sum(int(m.attention_mask.sum()) for m in micros)),
+            "perf/unshared_tokens": float(unshared),
             "perf/skipped_tokens": float(sum(b.skipped_tokens for b in batches))}  # fmt: skip
