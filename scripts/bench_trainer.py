@@ -7,6 +7,8 @@ model is built from a Qwen3Config with random weights (no download) into a tempo
     python scripts/bench_trainer.py                       # all cases, CPU
     python scripts/bench_trainer.py --cases tiny-full --steps 5 --device cuda
     python scripts/bench_trainer.py --cases tiny-full --profile runs/profile   # + op table
+    python scripts/bench_trainer.py --cases qwen3-0.6b-full --device cuda --dtype bfloat16 \
+        --fused none liger compile          # trainer.fused_kernels side by side
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ def run_case(args: argparse.Namespace) -> dict:
         dtype=args.dtype,
         device=args.device,
         gradient_checkpointing=args.gradient_checkpointing,
+        fused_kernels=args.fused_kernels,
         lora=LoraConfig(enabled=args.case.endswith("lora")),
         lr=1e-5,
         loss="cispo",
@@ -179,6 +182,7 @@ def run_case(args: argparse.Namespace) -> dict:
         "case": args.case,
         "device": args.device,
         "dtype": args.dtype,
+        "fused": args.fused_kernels,
         "trainable_params_m": sum(p.numel() for p in trainer.trainable_parameters) / 1e6,
         "tokens_per_step": tokens // len(steps),
         "load_s": round(load_s, 1),
@@ -189,6 +193,19 @@ def run_case(args: argparse.Namespace) -> dict:
         "mfu": trainer.peak_tflops and round(tflops / trainer.peak_tflops, 3),
         **{k: round(v) for k, v in peak_memory_mib(args.device).items()},
     }
+
+
+def without_options(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """`argv` without the options `names` and the values that follow each."""
+    kept, dropping = [], False
+    for arg in argv:
+        if arg.startswith("--"):
+            dropping = arg.split("=")[0] in names
+            if dropping:
+                continue
+        if not dropping:
+            kept.append(arg)
+    return kept
 
 
 def main() -> None:
@@ -206,7 +223,10 @@ def main() -> None:
     parser.add_argument(
         "--profile", metavar="DIR", help="profile one more step, untimed: DIR/<case>.txt"
     )
+    parser.add_argument("--fused", nargs="+", default=["none"],
+                        help="trainer.fused_kernels settings, each case run with each")  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)  # set in the per-case subprocess
+    parser.add_argument("--fused-kernels", default="none", help=argparse.SUPPRESS)  # likewise
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--build-model-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -223,14 +243,22 @@ def main() -> None:
             # in a subprocess too: a child inherits its parent's peak RSS through fork
             model_dir = os.path.join(tmp, "qwen3-0.6b-shape")
             subprocess.run([sys.executable, __file__, "--build-model-dir", model_dir], check=True)
-        forwarded = [a for a in sys.argv[1:] if a != "--cases" and a not in CASES]
-        for case in args.cases:
-            command = [sys.executable, __file__, *forwarded, "--case", case]
+        forwarded = without_options(sys.argv[1:], ("--cases", "--fused"))
+        for case, fused in [(c, f) for c in args.cases for f in args.fused]:
+            command = [
+                sys.executable,
+                __file__,
+                *forwarded,
+                "--case",
+                case,
+                "--fused-kernels",
+                fused,
+            ]
             if model_dir:
                 command += ["--model-dir", model_dir]
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
-                print(f"{case}: failed\n{result.stderr[-3000:]}", file=sys.stderr)
+                print(f"{case}, fused {fused}: failed\n{result.stderr[-3000:]}", file=sys.stderr)
                 continue
             print(result.stdout.strip().splitlines()[-1], flush=True)
 

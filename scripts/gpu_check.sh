@@ -9,7 +9,8 @@
 # trainer on CUDA against the CPU, bf16 full fine-tuning (float32 weights) and bf16 LoRA, the
 # NCCL weight broadcast into a process that loads it as vLLM's worker does (two GPUs), FSDP2
 # pushes and the export gathering one tensor at a time (two GPUs), and packed micro-batches on
-# CUDA (sdpa, and flash-attention-2 when flash-attn is installed). With a CUDA build of vLLM
+# CUDA (sdpa, and flash-attention-2 when flash-attn is installed), the fused element-wise kernels
+# (torch.compile, and liger-kernel when installed). With a CUDA build of vLLM
 # (`pip install -e '.[gpu]'`) also a real engine on GPU 0 that takes a push and serves the
 # trainer's log-probs, and the worker's GPU memory during a push (bench_push_memory.py); without
 # one those are skipped, each with a line saying so. Under 10 minutes on one GPU.
@@ -23,7 +24,7 @@ names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {len(names)} GPU(s): {names}")
 PY
 "$PYTHON" -m pytest -m gpu -v -p no:cacheprovider -rs tests/integration/test_gpu_paths.py \
-    tests/integration/test_gpu_vllm.py tests/unit/test_packed_parity.py "$@"
+    tests/integration/test_gpu_vllm.py tests/unit/test_packed_parity.py tests/unit/test_fused.py "$@"
 if "$PYTHON" -c "from vllm.platforms import current_platform as p; assert p.is_cuda()" 2>/dev/null
 then
     "$PYTHON" scripts/bench_push_memory.py --model tiny --dtype bfloat16

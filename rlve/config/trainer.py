@@ -14,6 +14,8 @@ TURN_BASELINES = ("turn", "position")
 """which turns a turn's return is compared with (TrainerConfig.turn_baseline)"""
 TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_tokens", "mini_batches",
                   "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
+FUSED_KERNELS = ("none", "compile", "liger")
+"""the values of TrainerConfig.fused_kernels (rlve/training/fused.py)"""
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -74,6 +76,11 @@ class TrainerConfig:
     product at start; 0: no perf/mfu. perf/train_tflops is logged either way"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass: less memory, about a third more compute"""
+    fused_kernels: str = "none"
+    """the decoder's element-wise kernels (rlve/training/fused.py): "none"; "compile" (torch.compile
+    of each RMSNorm and SwiGLU MLP, any device); "liger" (liger-kernel's Triton RMSNorm, rotary
+    and SwiGLU: a CUDA device and `pip install liger-kernel`). Same log-probs and gradients up
+    to float rounding (tests/unit/test_fused.py); speed in docs/benchmarks.md"""
     lora: LoraConfig = field(default_factory=LoraConfig)
     """LoRA settings; `lora.enabled=false` means full fine-tuning"""
 
@@ -183,6 +190,7 @@ class TrainerConfig:
 
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("packing", self.packing, PACKINGS)
+        require_choice("trainer.fused_kernels", self.fused_kernels, FUSED_KERNELS)
         require_choice("credit", self.credit, CREDITS)
         require_choice("trainer.turn_baseline", self.turn_baseline, TURN_BASELINES)
         require(

@@ -11,6 +11,7 @@ from rlve.config import TrainerConfig
 from rlve.distributed import World
 from rlve.distributed.fsdp import shard_model
 from rlve.models import load_causal_lm, with_lora
+from rlve.training.fused import fuse_elementwise
 from rlve.training.logprobs import TokenScorer
 from rlve.training.sequence_attention import use_sequence_sdpa
 
@@ -32,7 +33,8 @@ class PolicyModels:
 def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
     """Load the model on `config.device`; LoRA, gradient checkpointing and FSDP2 sharding as
     configured (sharded when `world` is). With packed micro-batches an sdpa model attends with
-    SEQUENCE_SDPA (one sdpa call per packed sequence).
+    SEQUENCE_SDPA (one sdpa call per packed sequence); element-wise kernels fused as
+    `config.fused_kernels` says.
 
     Trained weights are float32 whatever `config.dtype` says: with full fine-tuning the whole
     model is, and a bf16 run computes under autocast (FSDP2's mixed precision when sharded);
@@ -46,6 +48,9 @@ def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
         use_sequence_sdpa(base)
     if config.gradient_checkpointing:
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    fused = fuse_elementwise(base, config.fused_kernels, config.device)
+    if fused:
+        logger.info("fused kernels (%s): %s", config.fused_kernels, fused)
     model = base
     if config.lora.enabled:
         model, coverage = with_lora(base, config.lora)
@@ -60,6 +65,7 @@ def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
         reference = load_causal_lm(config.model, config.dtype, config.device).eval()
         if config.packing == "packed":
             use_sequence_sdpa(reference)
+        fuse_elementwise(reference, config.fused_kernels, config.device)
         reference.requires_grad_(False)
         reference_scorer = TokenScorer(reference)
     if world.sharded:
