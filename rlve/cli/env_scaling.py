@@ -2,6 +2,7 @@
 
     python -m rlve.cli.env_scaling screen --limit 40    # the starting model on each candidate
     python -m rlve.cli.env_scaling split                # held-out list and nested collections
+    python -m rlve.cli.env_scaling power                # the difference the arms can detect
     python -m rlve.cli.env_scaling run --seeds 0 1 2    # one arm per collection, over seeds
     python -m rlve.cli.env_scaling run --table-only     # table.md and scaling.png of what ran
     python -m rlve.cli.env_scaling screen --start worked  # the worked-problem start (below)
@@ -61,6 +62,8 @@ FORMAT_LR = 1e-5
 ID_ENVS = 8
 """in-distribution accuracy is taken on at most this many of the arm's environments"""
 SCORE_EVERY = 4
+PER_CELL_CHOICES = (8, 16, 32, 64)
+"""held-out problems a (environment, level) cell that the power stage weighs"""
 
 
 def format_model(out: Path, model: str = MODEL) -> Path:
@@ -100,8 +103,10 @@ def make_split(records: dict[str, Screening]) -> tuple[EnvSplit, dict]:
     return split, stored
 
 
-def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> float:
-    """Mean accuracy over `names` x EVAL_LEVELS, EVAL_PROBLEMS problems each from EVAL_SEED."""
+def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> list[float]:
+    """Each problem's accuracy over `names` x EVAL_LEVELS, EVAL_PROBLEMS problems each from
+    EVAL_SEED, in that order (the same problems for every run, so arms pair by problem); a
+    rollout spoiled by a fault counts 0."""
     from rlve.envs import load_environment
     from rlve.evaluation import evaluate
     from rlve.inference.engine import SamplingConfig
@@ -112,9 +117,14 @@ def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> float
         for level in EVAL_LEVELS:
             env = load_environment(name, num_examples=EVAL_PROBLEMS, seed=EVAL_SEED,
                                    difficulties=[level])  # fmt: skip
-            summary = evaluate(env, engine, EVAL_PROBLEMS, seed=seed, sampling=sampling).summary
-            values.append(summary.get("reward/accuracy", 0.0))
-    return sum(values) / len(values)
+            groups = evaluate(env, engine, EVAL_PROBLEMS, seed=seed, sampling=sampling).groups
+            for group in sorted(groups, key=lambda g: g.example_id):
+                values += [problem_accuracy(t) for t in group.trajectories]
+    return values
+
+
+def problem_accuracy(rollout) -> float:
+    return 0.0 if rollout.fault is not None else rollout.metrics.get("reward/accuracy", 0.0)
 
 
 def start_model(start: str, out: Path, model: str = MODEL) -> Path:
@@ -130,7 +140,7 @@ def experiment(stored: dict, reward: str, model: str = MODEL, start: str = "form
     """One arm per collection of `stored` (split.json), each scored on the held-out list."""
     from rlve.cli.experiment import Arm, Experiment
 
-    def score(engine, config, seed: int) -> dict[str, float]:
+    def score(engine, config, seed: int) -> dict[str, list[float]]:
         max_tokens = config.rollout.max_tokens
         return {
             "held-out accuracy": accuracy_over(stored["held_out"], engine, max_tokens, seed),
@@ -160,11 +170,43 @@ def experiment(stored: dict, reward: str, model: str = MODEL, start: str = "form
     )
 
 
+def print_power(results: Path, runs: Path, seeds: list[int]) -> None:
+    """The power calculation (rlve.cli.scaling_power) for the split in `results`: from the
+    screening's accuracies, and from the finished runs in `runs` where any kept per-problem
+    outcomes (their first arm against their last, seed by seed)."""
+    from rlve.cli.experiment import RunResult
+    from rlve.cli.scaling_power import held_out_chances, paired_variances, power_rows
+    from rlve.rollout.records import write_text_atomically
+
+    stored = json.loads((results / "split.json").read_text())
+    accuracy = {r.name: r.accuracy for r in read_screening(results / "screening.json").values()}
+    chances = held_out_chances(accuracy, stored["held_out"], EVAL_LEVELS)
+    found = {}
+    arms = [f"C{size}" for size in stored["collections"]]
+    for seed in seeds:
+        pair = [runs / arm / f"seed{seed}" / "result.json" for arm in (arms[0], arms[-1])]
+        if all(path.exists() for path in pair):
+            first, last = (RunResult.load(path).outcomes.get("after", {}) for path in pair)
+            if "held-out accuracy" in first and "held-out accuracy" in last:
+                found[seed] = (first["held-out accuracy"], last["held-out accuracy"])
+    var_run = paired_variances(list(found.values()))[1] if found else 0.0
+    rows = power_rows(chances, PER_CELL_CHOICES, seeds=(3, 5), var_run=var_run)
+    source = f"{arms[0]} against {arms[-1]}, seeds {sorted(found)}" if found else "no runs yet"
+    lines = [f"{len(stored['held_out'])} held-out environments x levels {list(EVAL_LEVELS)}; "
+             f"var_run from {source}: {var_run:.5f}", "",
+             "| problems a cell | held-out problems a seed | seeds | detectable difference |",
+             "|---:|---:|---:|---:|"]  # fmt: skip
+    lines += [f"| {r['per_cell']} | {r['problems']} | {r['seeds']} | {r['detectable']:.3f} |"
+              for r in rows]  # fmt: skip
+    write_text_atomically(results / "power.json", json.dumps(rows, indent=1) + "\n")
+    print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("stage", choices=("screen", "split", "run"))
+    parser.add_argument("stage", choices=("screen", "split", "power", "run"))
     parser.add_argument("--out", type=Path, default=Path("runs/env_scaling"))
     parser.add_argument("--results", type=Path, default=Path("docs/results/env_scaling"),
                         help="where screening.json and split.json are kept")  # fmt: skip
@@ -200,6 +242,8 @@ def main(argv: list[str] | None = None) -> None:
         steps = OmegaConf.load(out / results[0].arm / f"seed{results[0].seed}" / "config.yaml")
         print(f"wrote {plot_env_scaling(results, steps.trainer.max_steps, out / 'scaling.png')}")
         return
+    if args.stage == "power":
+        return print_power(args.results, args.out / args.reward, args.seeds)
     if args.stage == "split":
         records = read_screening(args.results / "screening.json")
         if not records:

@@ -26,6 +26,9 @@ from rlve.cli.stage_clock import stage
 
 Scores = dict[str, float]
 """what an evaluation measured: a flat name -> number dict"""
+Measured = dict[str, float | list[float]]
+"""what `Experiment.score` returns: a number per name, or a list of one number per problem in a
+fixed order (for comparisons paired by problem), whose mean is the score"""
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Experiment:
     arms: list[Arm]
     start: Callable[[Path, int], Path]
     """(experiment directory, seed) -> the model directory every arm of that seed starts from"""
-    score: Callable[[Any, Any, int], Scores]
+    score: Callable[[Any, Any, int], Measured]
     """(engine, the run's RunConfig, seed) -> held-out scores, taken before and after training"""
     curves: list[str]
     """metrics.jsonl names drawn over steps in training.png"""
@@ -77,6 +80,8 @@ class RunResult:
     """what decided it: the arm's overrides, the starting model, the experiment's settings"""
     during: dict[str, Scores] = field(default_factory=dict)
     """`score` after every `score_every`-th step before the last, by step ("3", "6", ...)"""
+    outcomes: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """the per-problem values of the scores that have them, by when ("before", "after", a step)"""
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
@@ -123,13 +128,16 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
         return RunResult.load(done)
     scores: dict[str, Scores] = {}
     during: dict[str, Scores] = {}
-    during_file = run_dir / "during.json"
+    outcomes: dict[str, dict[str, list[float]]] = {}
+    during_file, outcomes_file = run_dir / "during.json", run_dir / "outcomes.json"
     overrides = run_overrides(experiment, arm, model, seed, run_dir)
     config = load_run_config(overrides)
     if _resumable(run_dir, settings, config.trainer.max_steps):
         scores["before"] = json.loads(started_file.read_text())["before"]
         if during_file.exists():  # the curve's points before the checkpoint resumed from
             during = json.loads(during_file.read_text())
+        if outcomes_file.exists():
+            outcomes = json.loads(outcomes_file.read_text())
         overrides.append("resume=true")
         config = load_run_config(overrides)
     else:
@@ -137,10 +145,19 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
     print("python -m rlve.train " + " ".join(overrides), flush=True)
     began = time.perf_counter()
 
+    def measure(engine, when: str) -> Scores:
+        """`score` now; its per-problem lists kept under `when` (outcomes.json), means returned."""
+        measured = experiment.score(engine, config, seed)
+        per_problem = {k: list(v) for k, v in measured.items() if isinstance(v, list)}
+        if per_problem:
+            outcomes[when] = per_problem
+            write_text_atomically(outcomes_file, json.dumps(outcomes))
+        return {k: sum(v) / len(v) if isinstance(v, list) else v for k, v in measured.items()}
+
     def before_first_step(trainer, engine) -> None:
         if "before" not in scores:
             with stage(f"{arm.name}, seed {seed}: scoring the start"):
-                scores["before"] = experiment.score(engine, config, seed)
+                scores["before"] = measure(engine, "before")
             started = {"settings": settings, "before": scores["before"]}
             write_text_atomically(started_file, json.dumps(started, indent=1))
 
@@ -152,17 +169,17 @@ def run_one(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: P
                 flush=True,
             )
             with stage(f"{arm.name}, seed {seed}: scoring the trained model"):
-                scores["after"] = experiment.score(engine, config, seed)
+                scores["after"] = measure(engine, "after")
         elif experiment.score_every and step % experiment.score_every == 0:
             with stage(f"{arm.name}, seed {seed}: scoring after step {step}"):
-                during[str(step)] = experiment.score(engine, config, seed)
+                during[str(step)] = measure(engine, str(step))
             write_text_atomically(during_file, json.dumps(during, indent=1))
 
     train(config, on_step=after_step, on_start=before_first_step)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     result = RunResult(arm.name, seed, scores["before"], scores["after"],
                        experiment.from_metrics(rows), (time.perf_counter() - began) / 60,
-                       settings, during)  # fmt: skip
+                       settings, during, outcomes)  # fmt: skip
     write_text_atomically(done, json.dumps(result.__dict__, indent=1))
     # a finished run never resumes: its checkpoints (weights and optimizer state, about 1.5 GB
     # each for SmolLM2) would fill the disk over an experiment's runs; model/ stays

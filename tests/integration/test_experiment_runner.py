@@ -23,8 +23,10 @@ def experiment(steps: int, starts: list[int]) -> Experiment:
 
     def score(engine, config, seed):
         env = rlve.load_environment("tictactoe", num_examples=4, seed=99)
-        summary = rlve.evaluate(env, engine, 4, seed=seed).summary
-        return {"reward": summary["reward/mean"], "steps": float(config.trainer.max_steps)}
+        result = rlve.evaluate(env, engine, 4, seed=seed)
+        games = [t.reward for g in result.groups for t in g.trajectories]  # one per problem
+        return {"reward": result.summary["reward/mean"], "games": games,
+                "steps": float(config.trainer.max_steps)}  # fmt: skip
 
     overrides = (*test_loop.FAST, f"trainer.max_steps={steps}", f"save_every={steps}")
     return Experiment(
@@ -44,11 +46,21 @@ def test_arms_over_seeds_are_scored_tabled_plotted_and_not_redone(tmp_path):
     assert [(r.arm, r.seed) for r in results] == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
     assert starts == [0, 1]
     assert all(r.after["steps"] == 2.0 and r.summary == {"last step": 2.0} for r in results)
+    # a list is kept per problem, and scored by its mean
+    for r in results:
+        assert list(r.outcomes) == ["before", "after"]
+        games = r.outcomes["after"]["games"]
+        assert len(games) == 4 and r.after["games"] == pytest.approx(sum(games) / 4)
     saved = json.loads((tmp_path / "b" / "seed1" / "result.json").read_text())
     assert saved["settings"]["overrides"][-1] == "trainer.lr=1e-4"
     table = (tmp_path / "table.md").read_text().splitlines()
     assert table[0] == "| score | start | a | b |"
-    assert [row.split(" | ")[0] for row in table[2:]] == ["| reward", "| steps", "| last step"]
+    assert [row.split(" | ")[0] for row in table[2:]] == [
+        "| reward",
+        "| games",
+        "| steps",
+        "| last step",
+    ]
     assert (tmp_path / "training.png").stat().st_size > 0
     assert not any(tmp_path.glob("*/seed*/checkpoints"))  # finished runs keep no checkpoint
 
@@ -93,6 +105,8 @@ def test_a_run_killed_part_way_resumes_with_the_scores_it_took_first(tmp_path):
     # the curve: scored after steps 1 and 2 before the kill, after 3 once resumed
     assert list(resumed[0].during) == ["1", "2", "3"]
     assert resumed[0].during == whole[0].during
+    assert list(resumed[0].outcomes) == ["before", "1", "2", "3", "after"]
+    assert resumed[0].outcomes == whole[0].outcomes
     assert metrics(run_dir) == metrics(tmp_path / "whole" / "a" / "seed0")
 
 

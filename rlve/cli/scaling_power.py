@@ -1,0 +1,86 @@
+"""How small a held-out difference the environment-scaling experiment can detect, before it runs.
+
+Every arm is scored on the same held-out problems (EVAL_SEED), so two arms are compared problem
+by problem within a seed, the seeds as blocks: d = outcome(arm B) - outcome(arm A) on each of n
+problems in each of S seeds, and the test is whether the mean of the n x S values of d differs
+from 0 (two-sided, 5%). With 80% power it detects a true difference of
+
+    (z_0.975 + z_0.8) * sqrt((var_d / n + var_run) / S)
+
+where var_d is the variance of one problem's d within a seed, and var_run the variance that
+training itself adds to a seed's mean difference (another seed trains another model). Where
+neither arm changes a problem's chance p of being solved, one sample each gives
+var_d = 2 p (1 - p): the screening's accuracies at the held-out levels give it before any run.
+var_run is read from runs that are done (their per-problem outcomes).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+Z_TWO_SIDED_5 = 1.959964
+"""the normal quantile of 0.975"""
+Z_POWER_80 = 0.841621
+"""the normal quantile of 0.8"""
+
+
+def detectable_difference(var_d: float, problems: int, seeds: int, var_run: float = 0.0) -> float:
+    """The true mean difference the paired test detects with 80% power at 5% (two-sided)."""
+    if problems < 1 or seeds < 1:
+        raise ValueError(f"problems and seeds must be >= 1, got {problems} and {seeds}")
+    return (Z_TWO_SIDED_5 + Z_POWER_80) * math.sqrt((var_d / problems + var_run) / seeds)
+
+
+def null_pair_variance(chances: Sequence[float]) -> float:
+    """var_d when both arms solve problem i with the same chance p_i, one sample each: the mean
+    of 2 p_i (1 - p_i) over the problems."""
+    if not chances:
+        raise ValueError("no problem chances given")
+    return statistics.fmean(2 * p * (1 - p) for p in chances)
+
+
+def paired_variances(
+    pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
+) -> tuple[float, float]:
+    """(var_d, var_run) from finished runs: `pairs` holds one (arm A, arm B) pair of per-problem
+    outcome lists per seed, the problems in the same order. var_d is the pooled variance of d
+    within a seed; var_run what the seeds' mean differences vary beyond var_d / n (0 if they
+    vary less, or with fewer than two seeds)."""
+    if not pairs:
+        raise ValueError("no pair of runs given")
+    diffs = []
+    for a, b in pairs:
+        if len(a) != len(b) or not a:
+            raise ValueError(f"paired runs need the same problems: {len(a)} and {len(b)} outcomes")
+        diffs.append([y - x for x, y in zip(a, b, strict=True)])
+    within = [statistics.variance(d) for d in diffs if len(d) > 1]
+    var_d = statistics.fmean(within) if within else 0.0
+    if len(diffs) < 2:
+        return var_d, 0.0
+    means = [statistics.fmean(d) for d in diffs]
+    n = statistics.fmean(len(d) for d in diffs)
+    return var_d, max(0.0, statistics.variance(means) - var_d / n)
+
+
+def held_out_chances(accuracy: dict[str, dict[str, float]], held_out: Sequence[str],
+                     levels: Sequence[int]) -> list[float]:  # fmt: skip
+    """Each held-out (environment, level) cell's chance p, from the screening's accuracy at
+    that level (`accuracy`: environment -> level -> share right; a level not screened: 0)."""
+    return [accuracy[name].get(str(level), 0.0) for name in held_out for level in levels]
+
+
+def power_rows(chances: Sequence[float], per_cell: Sequence[int], seeds: Sequence[int],
+               var_run: float = 0.0) -> list[dict[str, float]]:  # fmt: skip
+    """The detectable difference for each (problems per cell, seeds), every cell's problems
+    sharing its chance: one row each, with the held-out problems a seed."""
+    var_d = null_pair_variance(chances)
+    rows = []
+    for count in per_cell:
+        problems = count * len(chances)
+        for s in seeds:
+            mde = detectable_difference(var_d, problems, s, var_run)
+            rows.append({"per_cell": count, "problems": problems, "seeds": s, "var_d": var_d,
+                         "var_run": var_run, "detectable": mde})  # fmt: skip
+    return rows
