@@ -55,7 +55,7 @@ test: lint
 	$(PY) -m pytest -m "not gpu" -q
 
 bench: setup
-	@for script in scripts/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -27,7 +27,7 @@ PY
     tests/integration/test_gpu_vllm.py tests/unit/test_packed_parity.py tests/unit/test_fused.py "$@"
 if "$PYTHON" -c "from vllm.platforms import current_platform as p; assert p.is_cuda()" 2>/dev/null
 then
-    "$PYTHON" scripts/bench_push_memory.py --model tiny --dtype bfloat16
+    "$PYTHON" benchmarks/bench_push_memory.py --model tiny --dtype bfloat16
 else
-    echo "skipped: scripts/bench_push_memory.py (no CUDA build of vLLM here)"
+    echo "skipped: benchmarks/bench_push_memory.py (no CUDA build of vLLM here)"
 fi

@@ -9,9 +9,9 @@ Each sequence is a 60-token prompt, then turns of a 20-token completion (trained
 `--outlier N` makes the last sequence N tokens long. Both trainers start from the same weights
 and take the same steps; the first step of each is a warm-up and not timed.
 
-    python scripts/bench_packing.py                                   # tiny, 16 x 100-500
-    python scripts/bench_packing.py --outlier 2000
-    python scripts/bench_packing.py --model smollm2-135m --sequences 8 --min-len 50 \\
+    python benchmarks/bench_packing.py                                   # tiny, 16 x 100-500
+    python benchmarks/bench_packing.py --outlier 2000
+    python benchmarks/bench_packing.py --model smollm2-135m --sequences 8 --min-len 50 \\
         --max-len 250 --steps 1
 """
 

@@ -5,8 +5,8 @@ with each `--concurrency` in turn, after a warm-up of 16 games. Each game sample
 seed, but a batch's make-up can change vLLM's arithmetic, so the draw rates printed beside the
 times may differ by the games' noise, not more.
 
-    python scripts/bench_eval_concurrency.py --model runs/demo/sft_model [--concurrency 64 200]
-    python scripts/bench_eval_concurrency.py --model runs/demo/sft_model --concurrency 200 \
+    python benchmarks/bench_eval_concurrency.py --model runs/demo/sft_model [--concurrency 64 200]
+    python benchmarks/bench_eval_concurrency.py --model runs/demo/sft_model --concurrency 200 \
         --cpu-cores 0 auto   # on two cores: vLLM's own binding, then rlve's
 
 A model that plays (an SFT student) is the workload to measure; SmolLM2 before SFT makes no

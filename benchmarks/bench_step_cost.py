@@ -7,9 +7,9 @@ tokens without a sampler; `old_logprobs=recompute` with one update costs what th
 `sampler` does (no extra pass). Each case runs in its own process on the code of its tree (a
 git worktree for the older commit): one warm-up step, then `--steps` timed steps.
 
-    python scripts/bench_step_cost.py                          # this tree against HEAD~0's main
-    python scripts/bench_step_cost.py --old 73502e9 --steps 2  # against a given commit
-    python scripts/bench_step_cost.py --old none               # this tree only
+    python benchmarks/bench_step_cost.py                          # this tree against HEAD~0's main
+    python benchmarks/bench_step_cost.py --old 73502e9 --steps 2  # against a given commit
+    python benchmarks/bench_step_cost.py --old none               # this tree only
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ ratios.
 TRL runs in its own environment (~/.cache/rlve/trl-venv), made by this script if absent, so its
 pins do not touch rlve's.
 
-    python scripts/bench_vs_trl.py [--model tiny] [--prompts 8] [--group 8] [--max-tokens 32]
+    python benchmarks/bench_vs_trl.py [--model tiny] [--prompts 8] [--group 8] [--max-tokens 32]
         [--steps 4] [--dtype float32] [--lr 1e-9] [--skip-trl]
 
 It also prints rlve's step split (generation, training, the weight push) and the push's share of

@@ -4,10 +4,10 @@ Each case runs in its own subprocess, started by a parent that never imports tor
 peak RSS (ru_maxrss) is its own. The Qwen3-shaped
 model is built from a Qwen3Config with random weights (no download) into a temporary directory.
 
-    python scripts/bench_trainer.py                       # all cases, CPU
-    python scripts/bench_trainer.py --cases tiny-full --steps 5 --device cuda
-    python scripts/bench_trainer.py --cases tiny-full --profile runs/profile   # + op table
-    python scripts/bench_trainer.py --cases qwen3-0.6b-full --device cuda --dtype bfloat16 \
+    python benchmarks/bench_trainer.py                       # all cases, CPU
+    python benchmarks/bench_trainer.py --cases tiny-full --steps 5 --device cuda
+    python benchmarks/bench_trainer.py --cases tiny-full --profile runs/profile   # + op table
+    python benchmarks/bench_trainer.py --cases qwen3-0.6b-full --device cuda --dtype bfloat16 \
         --fused none liger compile          # trainer.fused_kernels side by side
 """
 

@@ -1,5 +1,5 @@
 """TRL's GRPOTrainer on a given model and prompts, timing each optimizer step; run by
-scripts/bench_vs_trl.py inside its own TRL environment (only trl, transformers, datasets, torch).
+benchmarks/bench_vs_trl.py inside its own TRL environment (only trl, transformers, datasets, torch).
 
     python trl_grpo_steps.py WORK.json OUT.json
 

@@ -1,8 +1,8 @@
 """Soak: a few hundred steps of the tiny model through vLLM on the CPU, recording the memory of
 every process of the run and the step time after every step, to find anything that grows.
 
-    python scripts/bench_soak.py [--steps 300] [--out runs/soak] [--groups 8] [--group-size 4]
-    python scripts/bench_soak.py --report-only --out runs/soak   # re-read a finished/crashed run
+    python benchmarks/bench_soak.py [--steps 300] [--out runs/soak] [--groups 8] [--group-size 4]
+    python benchmarks/bench_soak.py --report-only --out runs/soak   # re-read a finished/crashed run
 
 The run is `train()` of `+experiment=tictactoe_cispo` in this process (real vLLM, LoRA, one step
 off-policy, a checkpoint every `--save-every` steps). After every step the `on_step` callback

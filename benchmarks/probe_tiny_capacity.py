@@ -1,6 +1,6 @@
 """What the embedded tiny model learns in a few hundred SFT steps, on two synthetic tasks.
 
-    python scripts/probe_tiny_capacity.py [--steps 300]
+    python benchmarks/probe_tiny_capacity.py [--steps 300]
 
 1. copy: a digit marked by "Cell " somewhere after 400 random tokens must be repeated after
    "<move>" (the think-then-move copy of the tic-tac-toe answers). Printed: the loss of that digit.

@@ -4,7 +4,7 @@ Each problem is generated, then its reference answer (or "0" where there is none
 once in this process (one core), once the way training does it, through two `VerifierPool`
 workers (generation and verification both in workers, two calls in flight).
 
-    .venv/bin/python scripts/bench_envs.py --envs-per-source 20 --difficulties 0 1 2 3
+    .venv/bin/python benchmarks/bench_envs.py --envs-per-source 20 --difficulties 0 1 2 3
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ getting large CPU tensors, each in its own process so that none inherits another
 Prints seconds per step, user and system CPU seconds per step, minor page faults per step and
 the peak RSS after each kind of step, and each setting's speed-up over glibc's default.
 
-    python scripts/bench_allocator.py [--steps 3]
+    python benchmarks/bench_allocator.py [--steps 3]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Runs the tic-tac-toe loop (tiny model, 8 problems x 8 games, 48 tokens per turn)
 setting and async level and prints the mean of steps 2..N of the step time and its parts.
 A setting is a list of overrides joined by commas; "default" is no override.
 
-    python scripts/bench_threads.py [--steps 4] [--settings default trainer.cpu_threads=1 ...]
+    python benchmarks/bench_threads.py [--steps 4] [--settings default trainer.cpu_threads=1 ...]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 for the tiny model and (with --models qwen3-0.6b) a random Qwen3-0.6B-shaped model. Each push
 is checked: vLLM's log-probs of a fixed sequence must change and match the trainer's.
 
-    python scripts/bench_weight_sync.py [--models tiny smollm2-135m qwen3-0.6b] [--pushes 5]
+    python benchmarks/bench_weight_sync.py [--models tiny smollm2-135m qwen3-0.6b] [--pushes 5]
         [--transports shared_memory gloo] [--engine-dtype bfloat16] [--wire trainer]
 
 `--engine-dtype` serves a float32 trainer's weights in another dtype (default: float32, and

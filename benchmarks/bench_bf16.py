@@ -1,7 +1,7 @@
 """bfloat16 on the CPU for SmolLM2-135M tic-tac-toe games: the trainer's step and vLLM's play.
 
-    python scripts/bench_bf16.py                      # every part
-    python scripts/bench_bf16.py --parts trainer --steps 3
+    python benchmarks/bench_bf16.py                      # every part
+    python benchmarks/bench_bf16.py --parts trainer --steps 3
 
 trainer: one SFT step on 8 of the recipe's teacher games (short rules, ~480 tokens each) after a
 warm-up step, for float32, bf16 compute with float32 weights (rlve's `trainer.dtype=bfloat16`),

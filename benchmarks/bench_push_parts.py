@@ -5,7 +5,7 @@ weights; each push is timed as (1) merging LoRA into the weights the engine load
 them to /dev/shm, (3) the engine loading them (read + vLLM's in-place reload) and (4) the
 prefix-cache reset. Median of pushes 2..N.
 
-    python scripts/bench_push_parts.py [--models tiny smollm2-135m qwen3-0.6b] [--pushes 4]
+    python benchmarks/bench_push_parts.py [--models tiny smollm2-135m qwen3-0.6b] [--pushes 4]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 environments, vLLM's start, the first weight push. Each part alone, one after another, as
 `rlve.loop.train` does them.
 
-    python scripts/bench_startup.py [--model tiny] [--experiment tictactoe_cispo] [OVERRIDE ...]
+    python benchmarks/bench_startup.py [--model tiny] [--experiment tictactoe_cispo] [OVERRIDE ...]
 """
 
 from __future__ import annotations

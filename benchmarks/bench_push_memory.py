@@ -3,7 +3,7 @@ load (one tensor at a time from the mapped file, through the worker's `reload_we
 the load it replaced (the whole file read at once with `safetensors.torch.load_file` onto the
 worker's device, then the model runner's reload), side by side in one engine.
 
-    python scripts/bench_push_memory.py [--model smollm2-135m] [--dtype float32] [--rounds 2]
+    python benchmarks/bench_push_memory.py [--model smollm2-135m] [--dtype float32] [--rounds 2]
 
 Both loads run inside the worker process, by turns. Each row is that load's rise above the
 memory held before it: on a GPU, torch's peak allocation on the worker's device (where the old

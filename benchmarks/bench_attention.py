@@ -13,7 +13,7 @@ under bf16 autocast. Kernels:
   are rounded to bf16 (8 bits) before the softmax, and the [heads, queries, keys] weights are
   kept for the backward pass.
 
-    python scripts/bench_attention.py --repeats 10
+    python benchmarks/bench_attention.py --repeats 10
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Scale-out on the tiny model: train-step time on 1 process vs 2 FSDP2 ranks (torchrun, gloo),
 and training-step time with 1 vs 2 vLLM replicas.
 
-    python scripts/bench_scaling.py [--groups 16] [--group-size 8] [--steps 5] [--loop-steps 6]
+    python benchmarks/bench_scaling.py [--groups 16] [--group-size 8] [--steps 5] [--loop-steps 6]
 
 Part 1 runs the same fixed rollout groups through `Trainer.train_step` (the first step is a
 warm-up and not counted). Part 2 runs `python -m rlve.train +experiment=tictactoe_cispo` with the

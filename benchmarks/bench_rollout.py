@@ -7,7 +7,7 @@ The CPU seconds of the main process (rlve's episodes, vLLM's front end) and of v
 processes are counted for each phase: on a machine where both share the cores, every second the
 main process spends is a second the model does not run.
 
-    python scripts/bench_rollout.py [--model tiny] [--games 64] [--max-tokens 48] [--steps 3]
+    python benchmarks/bench_rollout.py [--model tiny] [--games 64] [--max-tokens 48] [--steps 3]
         [--concurrency 256] [--skip-hf] [--skip-loop]
 """
 

@@ -1,6 +1,6 @@
 """How much of the host's memory one REPL cell can hold, by each route, under `memory_mb`.
 
-    .venv/bin/python scripts/repl_memory.py [--memory-mb 128] [--target-mb 1024]
+    .venv/bin/python benchmarks/bench_repl_memory.py [--memory-mb 128] [--target-mb 1024]
 
 Each cell switches the audit hook off (as an attacker would: only the kernel's limits count),
 then tries to hold `target_mb` through one route (the heap, SysV shared memory, a memory file,

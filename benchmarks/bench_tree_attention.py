@@ -9,8 +9,8 @@ the backward of every slice writes a zero-filled [1, H, N, D] gradient and adds 
 so its cost grows with segments x nodes. Now: one split and one index_select. The gradients
 match up to the order of float sums, which is printed.
 
-    python scripts/bench_tree_attention.py                       # SmolLM2-135M's heads, CPU
-    python scripts/bench_tree_attention.py --groups 8 --group-size 8 --heads 16 --kv-heads 8 \\
+    python benchmarks/bench_tree_attention.py                       # SmolLM2-135M's heads, CPU
+    python benchmarks/bench_tree_attention.py --groups 8 --group-size 8 --heads 16 --kv-heads 8 \\
         --head-dim 128 --device cuda --dtype bfloat16            # Qwen3-0.6B's heads on a GPU
 """
 
