@@ -11,7 +11,8 @@ step left out), the completion tokens per step, seconds per 1,000 completion tok
 ratios.
 
 TRL runs in its own environment (~/.cache/rlve/trl-venv), made by this script if absent, so its
-pins do not touch rlve's.
+pins do not touch rlve's: there this same file runs TRL's side (`--trl-worker WORK.json
+OUT.json`, below), importing only trl, transformers, datasets and torch.
 
     python benchmarks/bench_vs_trl.py [--model tiny] [--prompts 8] [--group 8] [--max-tokens 32]
         [--steps 4] [--dtype float32] [--lr 1e-9] [--skip-trl]
@@ -31,7 +32,6 @@ from pathlib import Path
 
 TRL_ENV = Path.home() / ".cache" / "rlve" / "trl-venv"
 TRL_PINS = ["torch==2.13.0", "trl==1.16.0"]
-WORKER = Path(__file__).with_name("trl_grpo_steps.py")
 LR = 1e-9
 """the default learning rate: small enough that the policy does not move"""
 
@@ -58,7 +58,14 @@ def trl_steps(model: str, work: dict) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         work_file, out_file = Path(tmp) / "work.json", Path(tmp) / "out.json"
         work_file.write_text(json.dumps({**work, "model": model}))
-        subprocess.run([str(trl_python()), str(WORKER), str(work_file), str(out_file)], check=True)
+        command = [
+            str(trl_python()),
+            str(Path(__file__).resolve()),
+            "--trl-worker",
+            str(work_file),
+            str(out_file),
+        ]
+        subprocess.run(command, check=True)
         return json.loads(out_file.read_text())
 
 
@@ -89,6 +96,94 @@ def rlve_steps(
     }
 
 
+# ---------------------------------------------------------------- TRL's side, in its environment
+
+
+def step_clock():
+    """A TrainerCallback with the wall time of each optimizer step (generation, scoring and the
+    update all happen inside it); the class is made here because transformers is only
+    importable in the TRL environment."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):
+        def __init__(self):
+            self.started = 0.0
+            self.step_s: list[float] = []
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.step_s.append(time.perf_counter() - self.started)
+
+    return StepClock()
+
+
+def has_answer_tag(completions, **kwargs) -> list[float]:
+    """A cheap verifiable reward: the answer format."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [float("<answer>" in text) for text in texts]
+
+
+def trl_worker(work_file: str, out_file: str) -> None:
+    """TRL's GRPOTrainer on the work of `work_file`, timing each optimizer step.
+
+    WORK.json: {"model", "prompts" (chat message lists), "group_size", "max_tokens", "steps",
+    "lr", "bf16" (optional, default false)}.
+    OUT.json: {"step_s": [...], "mean_length": [...] (completion tokens), "trl": version}.
+    """
+    import trl
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    work = json.loads(Path(work_file).read_text())
+    prompts = work["prompts"]
+    group = work["group_size"]
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(
+            output_dir=out,
+            per_device_train_batch_size=len(prompts) // work["steps"] * group,
+            num_generations=group,
+            max_completion_length=work["max_tokens"],
+            max_steps=work["steps"],
+            learning_rate=work["lr"],
+            loss_type="dapo",
+            epsilon=0.2,
+            epsilon_high=0.28,
+            beta=0.0,
+            temperature=1.0,
+            lr_scheduler_type="constant",  # as rlve's default
+            gradient_checkpointing=False,  # TRL's GRPO default is True; rlve's is False
+            use_cpu=True,
+            bf16=bool(work.get("bf16", False)),
+            report_to=[],
+            save_strategy="no",
+            logging_steps=1,
+            shuffle_dataset=False,
+            disable_tqdm=True,
+        )
+        clock = step_clock()
+        trainer = GRPOTrainer(
+            model=work["model"],
+            reward_funcs=has_answer_tag,
+            args=config,
+            train_dataset=Dataset.from_list([{"prompt": p} for p in prompts]),
+            callbacks=[clock],
+        )
+        trainer.train()
+        history = trainer.state.log_history
+        lengths = [
+            row["completions/mean_length"] for row in history if "completions/mean_length" in row
+        ]
+    result = {"step_s": clock.step_s, "mean_length": lengths, "trl": trl.__version__}
+    Path(out_file).write_text(json.dumps(result))
+
+
+# ---------------------------------------------------------------- the comparison
+
+
 def later_mean(values: list[float]) -> float:
     """The mean without the first step (it pays one-off costs)."""
     return sum(values[1:]) / max(len(values) - 1, 1)
@@ -111,7 +206,10 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--lr", type=float, default=LR, help="learning rate of both")
     parser.add_argument("--skip-trl", action="store_true", help="rlve's step and its parts only")
+    parser.add_argument("--trl-worker", nargs=2, metavar=("WORK", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.trl_worker:  # inside the TRL environment: no rlve there
+        return trl_worker(*args.trl_worker)
     from bench_push_parts import model_path
 
     with tempfile.TemporaryDirectory() as workdir:
