@@ -54,8 +54,10 @@ format: setup
 test: lint
 	$(PY) -m pytest -m "not gpu" -q
 
+# The quick benchmarks (tiny model or none, no vLLM), listed in benchmarks/quick.sh; the others
+# are run by hand (benchmarks/README.md).
 bench: setup
-	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	PYTHON=$(PY) benchmarks/quick.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
