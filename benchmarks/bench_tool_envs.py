@@ -7,7 +7,8 @@
    wall time, the time summed over episodes inside tools and tool start-up, and inside vLLM's
    generate.
 
-    .venv/bin/python benchmarks/bench_tool_envs.py [--episodes 64] [--model smollm2-135m] [--no-vllm]
+    .venv/bin/python benchmarks/bench_tool_envs.py [--episodes 64] [--model smollm2-135m]
+        [--no-vllm]
 """
 
 from __future__ import annotations
