@@ -37,11 +37,11 @@ demo: setup
 # per-move regret arm, and whole-game CISPO beside it for comparison, on the board that states
 # the threats with the 30 SFT steps its results were measured with (docs/results.md).
 recipe: setup
-	$(PY) -m rlve.cli.recipe --seeds 0 1 2 --sft-steps 30 --board threats --arms regret cispo --out runs/recipe
+	$(PY) -m rlve.experiments.recipe --seeds 0 1 2 --sft-steps 30 --board threats --arms regret cispo --out runs/recipe
 
 # Adaptive difficulty against a static range on rlve/multiplication, 3 seeds per arm.
 curriculum: setup
-	$(PY) -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum
+	$(PY) -m rlve.experiments.curriculum_arms --seeds 0 1 2 --out runs/curriculum
 
 lint: setup
 	$(VENV)/bin/ruff format --check rlve tests scripts benchmarks examples

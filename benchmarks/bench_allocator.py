@@ -54,8 +54,8 @@ def measure(setting: str, steps: int) -> dict[str, dict[str, float]]:
 
     from bench_step_cost import recipe_groups
 
-    from rlve.cli.recipe import DEMO
     from rlve.config import TrainerConfig
+    from rlve.experiments.recipe import DEMO
     from rlve.models import load_tokenizer
     from rlve.training.allocator import keep_freed_memory
     from rlve.training.sft import SftSequence, tictactoe_teacher_data

@@ -19,9 +19,9 @@ import argparse
 import time
 from dataclasses import replace
 
-from rlve.cli.recipe import DEMO, evaluation_env
 from rlve.config import InferenceConfig
 from rlve.evaluation import evaluate
+from rlve.experiments.recipe import DEMO, evaluation_env
 from rlve.inference.engine import SamplingConfig
 from rlve.inference.vllm_engine import VLLMEngine
 from rlve.models import load_tokenizer, resolve_model_path

@@ -85,7 +85,11 @@ def loop_worker(args) -> None:
     """Runs the recipe's RL (`rl_overrides` of this tree) from `args.model` for `args.steps` + 1
     steps and prints the timed steps' perf/ metrics."""
     import rlve
-    from rlve.cli.recipe import RECIPE, rl_overrides
+
+    try:
+        from rlve.experiments.recipe import RECIPE, rl_overrides
+    except ModuleNotFoundError:  # an older commit: the experiments lived in rlve.cli then
+        from rlve.cli.recipe import RECIPE, rl_overrides
 
     size = RECIPE if args.board == "grid" else replace(RECIPE, board=args.board)
     out = Path(tempfile.mkdtemp(prefix="rlve_bench_loop_"))

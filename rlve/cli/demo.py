@@ -2,8 +2,8 @@
 
 1. The scripted baselines' tic-tac-toe table: the evaluation a model gets (as in the recipe:
    win/draw/loss against a random and an optimal opponent, format, invalid moves).
-2. The tic-tac-toe recipe of `make recipe` (rlve.cli.recipe) with one seed, on the board that
-   states the threats (BOARD): SFT of SmolLM2-135M-Instruct on a noisy teacher's games, then RL
+2. The tic-tac-toe recipe of `make recipe` (rlve.experiments.recipe) with one seed, on the board
+   that states the threats (BOARD): SFT of SmolLM2-135M-Instruct on a noisy teacher's games, then RL
    through vLLM on the CPU with the arm that drew most at these sizes (ARM: CISPO with per-move
    regret credit, see the recipe's ARMS), and the table teacher / SFT student / RL student
    against the optimal opponent (SCORED_OPPONENTS) with a 95% interval for each rate. The
@@ -18,9 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import rlve
-from rlve.cli.recipe import DEMO, run
-from rlve.cli.stage_clock import stage
 from rlve.envs.tictactoe import minimax_policy, noisy_minimax_policy, random_policy
+from rlve.experiments.recipe import DEMO, run
+from rlve.experiments.stage_clock import stage
 from rlve.models.precision import this_cpu_kind
 from rlve.rollout import ScriptedEngine
 

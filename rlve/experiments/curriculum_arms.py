@@ -1,7 +1,7 @@
 """RLVE's central claim: adaptive difficulty against a static range, same compute.
 
-    python -m rlve.cli.curriculum_arms --seeds 0 1 2 --out runs/curriculum     # tiny model
-    python -m rlve.cli.curriculum_arms --setup smollm2 --seeds 0 1 2            # SmolLM2-135M
+    python -m rlve.experiments.curriculum_arms --seeds 0 1 2 --out runs/curriculum  # tiny model
+    python -m rlve.experiments.curriculum_arms --setup smollm2 --seeds 0 1 2         # SmolLM2-135M
 
 A `Setup` is an environment and a model (SETUPS: the embedded tiny model on
 rlve/multiplication, SmolLM2-135M-Instruct on rlve/sorting_fine, one more number per level).
@@ -15,7 +15,7 @@ rlve/multiplication, SmolLM2-135M-Instruct on rlve/sorting_fine, one more number
    difficulty (fresh problems never trained on, the same for every run, at the training
    temperature).
 4. A table (mean [min-max] over seeds) and plots: effective prompt ratio and reward over steps,
-   the adaptive window (rlve.cli.experiment runs the arms). Finished runs are skipped when
+   the adaptive window (rlve.experiments.experiment runs the arms). Finished runs are skipped when
    started again.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from statistics import fmean
 
-from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
+from rlve.experiments.experiment import Arm, Experiment, RunResult, run_experiment
 
 ARMS = ("adaptive", "static")
 EVAL_SEED = 777_000
@@ -167,7 +167,7 @@ def window_top(summary: dict[str, float]) -> str:
 
 def mixed_outcome_cell(runs: list[RunResult]) -> str:
     """mean [min-max] of the runs that measured it (runs from before the metric lack it)"""
-    from rlve.cli.compare import mean_and_range
+    from rlve.experiments.seed_spread import mean_and_range
 
     mixed = [r.summary.get("mixed outcome ratio", math.nan) for r in runs]
     mixed = [m for m in mixed if not math.isnan(m)]
@@ -185,7 +185,7 @@ def accuracies(scores: dict[str, float]) -> dict[int, float]:
 def arms_table(results: list[RunResult]) -> str:
     """Markdown: the SFT start (measured by every run before its first step; they agree up to
     sampling), then per arm, mean [min-max] over seeds."""
-    from rlve.cli.compare import mean_and_range
+    from rlve.experiments.seed_spread import mean_and_range
 
     levels = sorted(accuracies(results[0].before))
     header = ["arm", "seeds", "effective prompt ratio", "mixed outcome ratio",
@@ -221,8 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--table-only", action="store_true",
                         help="train nothing: tabulate the runs already finished")  # fmt: skip
     args = parser.parse_args(argv)
-    from rlve.cli.compare import plot_arms
     from rlve.config import TrainerConfig
+    from rlve.experiments.seed_spread import plot_arms
     from rlve.models.precision import resolve_dtype
 
     setup = SETUPS[args.setup]

@@ -1,16 +1,16 @@
 """RLVE's environment scaling at laptop scale: screen the environments, then split them.
 
-    python -m rlve.cli.env_scaling screen --limit 40    # the starting model on each candidate
-    python -m rlve.cli.env_scaling split                # held-out list and nested collections
-    python -m rlve.cli.env_scaling power                # the difference the arms can detect
-    python -m rlve.cli.env_scaling run --seeds 0 1 2    # one arm per collection, over seeds
-    python -m rlve.cli.env_scaling run --table-only     # table.md and scaling.png of what ran
-    python -m rlve.cli.env_scaling screen --start worked  # the worked-problem start (below)
+    python -m rlve.experiments.env_scaling screen --limit 40  # the starting model on each candidate
+    python -m rlve.experiments.env_scaling split              # held-out list and nested collections
+    python -m rlve.experiments.env_scaling power              # the difference the arms can detect
+    python -m rlve.experiments.env_scaling run --seeds 0 1 2  # one arm per collection, over seeds
+    python -m rlve.experiments.env_scaling run --table-only   # table.md and scaling.png of what ran
+    python -m rlve.experiments.env_scaling screen --start worked  # the worked-problem start (below)
 
 1. **The starting model**: SmolLM2-135M-Instruct after a short SFT on the `<answer>` contract,
    on reference answers of FORMAT_ENVS only. Those are never candidates, so no warm-up data
    comes from a held-out environment, and the warm-up is the same for every arm. With
-   `--start worked`, the warm-up of rlve.cli.worked_start instead (worked problems of every
+   `--start worked`, the warm-up of rlve.experiments.worked_start instead (worked problems of every
    candidate the rule cannot hold out), its files under `<results>/worked` and `<out>/worked`.
 2. **Screening**: for each candidate (every environment of the three families but FORMAT_ENVS,
    in an order shuffled once with SCREEN_SEED, so that `--limit` screens a random subset), the
@@ -37,7 +37,8 @@ import argparse
 import json
 from pathlib import Path
 
-from rlve.cli.scaling_pool import (  # the pool, shared with the starts
+from rlve.curriculum.env_split import EnvSplit, split_environments
+from rlve.experiments.scaling_pool import (  # the pool, shared with the starts
     COLLECTION_SIZES,
     EVAL_LEVELS,
     EVAL_PROBLEMS,
@@ -52,7 +53,6 @@ from rlve.cli.scaling_pool import (  # the pool, shared with the starts
     read_screening,
     screen,
 )
-from rlve.curriculum.env_split import EnvSplit, split_environments
 
 FORMAT_LEVELS = (0, 1)
 FORMAT_PER_LEVEL = 48
@@ -130,7 +130,7 @@ def problem_accuracy(rollout) -> float:
 def start_model(start: str, out: Path, model: str = MODEL) -> Path:
     """The model every arm starts from: the format warm-up, or the worked problems'."""
     if start == "worked":
-        from rlve.cli.worked_start import worked_model
+        from rlve.experiments.worked_start import worked_model
 
         return worked_model(out, model)
     return format_model(out, model)
@@ -138,7 +138,7 @@ def start_model(start: str, out: Path, model: str = MODEL) -> Path:
 
 def experiment(stored: dict, reward: str, model: str = MODEL, start: str = "format"):
     """One arm per collection of `stored` (split.json), each scored on the held-out list."""
-    from rlve.cli.experiment import Arm, Experiment
+    from rlve.experiments.experiment import Arm, Experiment
 
     def score(engine, config, seed: int) -> dict[str, list[float]]:
         max_tokens = config.rollout.max_tokens
@@ -171,11 +171,11 @@ def experiment(stored: dict, reward: str, model: str = MODEL, start: str = "form
 
 
 def print_power(results: Path, runs: Path, seeds: list[int]) -> None:
-    """The power calculation (rlve.cli.scaling_power) for the split in `results`: from the
+    """The power calculation (rlve.experiments.scaling_power) for the split in `results`: from the
     screening's accuracies, and from the finished runs in `runs` where any kept per-problem
     outcomes (their first arm against their last, seed by seed)."""
-    from rlve.cli.experiment import RunResult
-    from rlve.cli.scaling_power import held_out_chances, paired_variances, power_rows
+    from rlve.experiments.experiment import RunResult
+    from rlve.experiments.scaling_power import held_out_chances, paired_variances, power_rows
     from rlve.rollout.records import write_text_atomically
 
     stored = json.loads((results / "split.json").read_text())
@@ -217,8 +217,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reward", choices=("shaped", "binary"), default="binary",
                         help="what the arms train on (wrapper.REWARDS)")  # fmt: skip
     parser.add_argument("--start", choices=("format", "worked"), default="format",
-                        help="the starting model: the format warm-up, or the worked problems' "
-                        "(rlve.cli.worked_start; its files go to <results>/worked)")  # fmt: skip
+                        help="the starting model: the format warm-up, or the worked "
+                        "problems' (rlve.experiments.worked_start; its files go to "
+                        "<results>/worked)")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="run: train nothing, tabulate and plot the finished runs")  # fmt: skip
     args = parser.parse_args(argv)
@@ -228,8 +229,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.stage == "run":
         from omegaconf import OmegaConf
 
-        from rlve.cli.experiment import run_experiment, scores_table
-        from rlve.cli.scaling_plot import plot_env_scaling
+        from rlve.experiments.experiment import run_experiment, scores_table
+        from rlve.experiments.scaling_plot import plot_env_scaling
 
         split_file = args.results / "split.json"
         if not split_file.exists():
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
         if not records:
             parser.error(f"no screening in {args.results}: run the screen stage first")
         if args.start == "worked":
-            from rlve.cli.worked_start import worked_split
+            from rlve.experiments.worked_start import worked_split
 
             stored = worked_split(records)
         else:
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
         records = screen(args.results, engine, tokenizer, names)
     finally:
         engine.shutdown()
-    from rlve.cli.worked_start import BAND, in_band
+    from rlve.experiments.worked_start import BAND, in_band
 
     kept = sum(records[n].learnable for n in names)
     band = sum(in_band(records[n]) for n in names)

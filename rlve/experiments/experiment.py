@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlve.cli.stage_clock import stage
+from rlve.experiments.stage_clock import stage
 
 Scores = dict[str, float]
 """what an evaluation measured: a flat name -> number dict"""
@@ -210,7 +210,7 @@ def run_experiment(
     """Every arm for every seed (finished ones skipped), then table.md and training.png.
     `table(results) -> markdown` replaces the default `scores_table`. With `train=False`: only
     the (arm, seed) runs already finished with these settings, the others named and left out."""
-    from rlve.cli.compare import plot_arms
+    from rlve.experiments.seed_spread import plot_arms
     from rlve.rollout.records import write_text_atomically
 
     out.mkdir(parents=True, exist_ok=True)
@@ -245,7 +245,7 @@ def scores_table(results: Sequence[RunResult], digits: int = 2) -> str:
     [min-max] over seeds; then the runs' own summary numbers. A score whose start differs between
     the arms (each arm scored on its own environments, say) has "per arm" as its start, and each
     arm's cell gives its own: "after (from start)"."""
-    from rlve.cli.compare import mean_and_range
+    from rlve.experiments.seed_spread import mean_and_range
 
     arms = list(dict.fromkeys(r.arm for r in results))
     lines = ["| score | start | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]

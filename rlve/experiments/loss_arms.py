@@ -1,9 +1,9 @@
 """The registered losses side by side on one real-model task, same seeds and rollouts per step.
 
-    python -m rlve.cli.loss_arms --seeds 0 1 2                  # every arm: LOSSES and PAIRED
-    python -m rlve.cli.loss_arms --losses cispo gspo --seeds 0     # some of them
+    python -m rlve.experiments.loss_arms --seeds 0 1 2               # every arm: LOSSES and PAIRED
+    python -m rlve.experiments.loss_arms --losses cispo gspo --seeds 0  # some of them
 
-Every arm is the SmolLM2 curriculum setup's adaptive run (rlve.cli.curriculum_arms: the same
+Every arm is the SmolLM2 curriculum setup's adaptive run (rlve.experiments.curriculum_arms: the same
 warm-up, 40 steps of 8 problems x 8 rollouts on rlve/sorting_fine with the RLVE window, accuracy
 per level on the same held-out problems before and after) with `algorithm=<loss>`, so only the
 loss, its clip range and its advantage normalisation differ. DAPO's dynamic sampling and its
@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
 
-from rlve.cli.curriculum_arms import SETUPS, accuracies, experiment
-from rlve.cli.experiment import Arm, RunResult, run_experiment
+from rlve.experiments.curriculum_arms import SETUPS, accuracies, experiment
+from rlve.experiments.experiment import Arm, RunResult, run_experiment
 
 LOSSES = ("cispo", "gspo", "gmpo", "dr_grpo", "grpo", "dapo")
 SAME_ROLLOUTS = {"dapo": ("rollout.dynamic_sampling=false", "trainer.tis_cap=null")}
@@ -70,7 +70,7 @@ def run_means(rows: list[dict]) -> dict[str, float]:
 def losses_table(results: list[RunResult]) -> str:
     """Markdown: the warm-up's start, then per loss the accuracy at the levels either end of the
     runs reached and RUN_METRICS, each mean [min-max] over seeds."""
-    from rlve.cli.compare import mean_and_range
+    from rlve.experiments.seed_spread import mean_and_range
 
     levels = [d for d in sorted(accuracies(results[0].before))
               if any(accuracies(r.after)[d] > 0.05 for r in results)] or [0]  # fmt: skip

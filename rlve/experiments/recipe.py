@@ -8,12 +8,12 @@ against the optimal and against the random opponent, are played by the teacher, 
 student (on each run's engine before its first step) and by the RL student (after its last),
 at the same decoding settings. The table: teacher / SFT student / RL student x (vs optimal
 W/D/L, vs random W/D/L, invalid moves, format), the mean and range over seeds, or with one seed
-each rate with its 95% interval. `rlve.cli.experiment` runs the seeds: started again, it skips
-the ones already done.
+each rate with its 95% interval. `rlve.experiments.experiment` runs the seeds: started again, it
+skips the ones already done.
 
-    python -m rlve.cli.recipe --seeds 0 1 2 --out runs/recipe
-    python -m rlve.cli.recipe --model tiny --out runs/recipe_tiny   # the embedded model's sizes
-    python -m rlve.cli.recipe --arms cispo turn self   # per-turn credit, self-play (ARMS)
+    python -m rlve.experiments.recipe --seeds 0 1 2 --out runs/recipe
+    python -m rlve.experiments.recipe --model tiny --out runs/recipe_tiny  # the tiny model's sizes
+    python -m rlve.experiments.recipe --arms cispo turn self   # per-turn credit, self-play (ARMS)
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from rlve.cli.experiment import Arm, Experiment, RunResult, run_experiment
-from rlve.cli.recipe_table import OPPONENTS, results_table
-from rlve.cli.stage_clock import stage
 from rlve.envs.tictactoe.policies import REASONS
 from rlve.envs.tictactoe.prompts import BOARDS
+from rlve.experiments.experiment import Arm, Experiment, RunResult, run_experiment
+from rlve.experiments.recipe_table import OPPONENTS, results_table
+from rlve.experiments.stage_clock import stage
 
 EVAL_DATA_SEED = 12_345
 """seed of the evaluation games: never a training seed, the same for every stage and seed"""

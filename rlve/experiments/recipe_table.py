@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlve.cli.experiment import RunResult
+from rlve.experiments.experiment import RunResult
 
 OPPONENTS = {"optimal": 0.0, "random": 1.0, "imperfect": 0.3}
 """evaluation opponents: their random-move probability ("imperfect": the 30%-random one, which
@@ -34,8 +34,8 @@ def cell(values: list[float], scale: float, games: int | None) -> str:
     """`scale` x the mean over seeds with its [min-max]; one seed alone with its 95% interval
     (Wilson, over `games` games) in parentheses when the value is a rate; "-" when a run did
     not measure it (results stored before the metric existed)."""
-    from rlve.cli.compare import mean_and_range
     from rlve.evaluation import wilson_interval
+    from rlve.experiments.seed_spread import mean_and_range
 
     if None in values:
         return "-"
@@ -70,7 +70,7 @@ def results_table(
     """Markdown: one row per stage (an RL row per arm), mean [min-max] over the seeds' results
     (the teacher is scripted: one row of its own evaluation). A column no stage measured (an
     opponent the recipe did not play, a metric older runs lack) is left out, and so are the
-    threats columns unless the teacher `stated_threats` (its reasons: rlve.cli.recipe)."""
+    threats columns unless the teacher `stated_threats` (its reasons: rlve.experiments.recipe)."""
     stages = list(table_rows(results, teacher))
     played = [
         o

@@ -1,9 +1,9 @@
 """Held-out accuracy against the number of training environments, as RLVE draws it.
 
-Two panels from the `RunResult`s of `rlve.cli.env_scaling run`: accuracy after training against
-the collection's size on a log axis (held-out and in-distribution, mean and min-max over seeds,
-the starting model's held-out accuracy as a dashed line), and held-out accuracy over the steps of
-each run (before, every `score_every` steps, after).
+Two panels from the `RunResult`s of `rlve.experiments.env_scaling run`: accuracy after training
+against the collection's size on a log axis (held-out and in-distribution, mean and min-max over
+seeds, the starting model's held-out accuracy as a dashed line), and held-out accuracy over the
+steps of each run (before, every `score_every` steps, after).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlve.cli.experiment import RunResult
-from rlve.cli.plot import figure_grid, finish_axes
+from rlve.experiments.experiment import RunResult
+from rlve.experiments.figures import figure_grid, finish_axes
 
 HELD_OUT = "held-out accuracy"
 IN_DISTRIBUTION = "in-distribution accuracy"

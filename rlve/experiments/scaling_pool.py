@@ -1,8 +1,8 @@
 """The environment-scaling experiment's pool: the candidates, their screening, the split's rule.
 
-Shared by the experiment (rlve.cli.env_scaling) and its starts (its format warm-up and
-rlve.cli.worked_start): which environments can be screened, how a starting model is screened on
-each, and the seeds and sizes the split and the evaluation draw with.
+Shared by the experiment (rlve.experiments.env_scaling) and its starts (its format warm-up and
+rlve.experiments.worked_start): which environments can be screened, how a starting model is
+screened on each, and the seeds and sizes the split and the evaluation draw with.
 """
 
 from __future__ import annotations

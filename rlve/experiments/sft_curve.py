@@ -1,12 +1,13 @@
 """The SFT student against the optimal opponent as its teacher data and its SFT steps grow.
 
-    python -m rlve.cli.sft_curve --points 600:30 600:120 2400:240 2400:480 --out runs/sft_curve
-    python -m rlve.cli.sft_curve --teacher-reasons threats --points 600:15 600:30 600:60
+    python -m rlve.experiments.sft_curve --points 600:30 600:120 2400:240 2400:480 \\
+        --out runs/sft_curve
+    python -m rlve.experiments.sft_curve --teacher-reasons threats --points 600:15 600:30 600:60
 
 A point `games:steps` is a student trained from the base model on the best moves of `games`
 teacher games (the recipe's noisy minimax teacher, its deliberate random moves kept out of the
-loss) for `steps` SFT steps; every other size is the demo's (rlve.cli.recipe.DEMO: lr, batch,
-cosine schedule, board), with the teacher's reasons `--teacher-reasons` names (the threats
+loss) for `steps` SFT steps; every other size is the demo's (rlve.experiments.recipe.DEMO: lr,
+batch, cosine schedule, board), with the teacher's reasons `--teacher-reasons` names (the threats
 reasons with the grid recipe's 64 tokens a turn). Each student plays the recipe's 200
 evaluation games against the optimal opponent at the recipe's decoding. curve.json keeps one
 row per point, written as each point ends (started again, the command skips the points already
@@ -22,7 +23,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from rlve.cli.recipe import (
+from rlve.envs.tictactoe.policies import REASONS
+from rlve.experiments.recipe import (
     DEMO,
     RecipeSize,
     evaluation_env,
@@ -30,7 +32,6 @@ from rlve.cli.recipe import (
     teacher_scores,
     with_reasons,
 )
-from rlve.envs.tictactoe.policies import REASONS
 
 
 def parse_point(text: str) -> tuple[int, int]:
@@ -86,7 +87,7 @@ def measure_point(out: Path, size: RecipeSize) -> dict[str, float]:
 
 
 def curve_table(rows: list[dict], games: int) -> str:
-    from rlve.cli.recipe_table import cell
+    from rlve.experiments.recipe_table import cell
 
     lines = [
         "| teacher games (kept) | SFT steps | epochs | last loss | SFT min | draws vs optimal % "

@@ -1,6 +1,6 @@
 """A real pretrained model learns on a laptop: SmolLM2-135M-Instruct on rlve/sorting, over seeds.
 
-    python -m rlve.cli.smollm2_rl --seeds 0 1 2 --out runs/smollm2
+    python -m rlve.experiments.smollm2_rl --seeds 0 1 2 --out runs/smollm2
 
 1. A short SFT on the answer contract, shared by every seed and written once. The instruct model
    alone never writes `<answer>...</answer>` (0 of 64 answers on rlve/multiplication, also with
@@ -10,8 +10,8 @@
    printed; the run is in <out>/cispo/seed<N>). On the run's own engine, before the first step
    and after the last: a held-out evaluation at difficulty 0 (trained) and 1 (not trained), on
    problems from a seed no run trains on, the same for every run, at the training temperature.
-3. A table (mean [min-max] over seeds) and the training curves (rlve.cli.experiment). Finished
-   seeds are skipped when the command is started again.
+3. A table (mean [min-max] over seeds) and the training curves (rlve.experiments.experiment).
+   Finished seeds are skipped when the command is started again.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlve.cli.experiment import Arm, Experiment, run_experiment, scores_table
+from rlve.experiments.experiment import Arm, Experiment, run_experiment, scores_table
 
 ENV = "rlve/sorting"
 BASE_MODEL = "smollm2-135m"

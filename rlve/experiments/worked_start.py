@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlve.cli import scaling_pool as scaling
 from rlve.curriculum.env_split import EnvSplit, split_environments
+from rlve.experiments import scaling_pool as scaling
 
 WORKED_LEVELS = (0, 1, 2)
 WORKED_PER_LEVEL = 8

@@ -13,7 +13,7 @@ import test_loop  # tests/integration is on sys.path
 from test_chaos import metrics
 
 import rlve
-from rlve.cli.experiment import Arm, Experiment, run_experiment
+from rlve.experiments.experiment import Arm, Experiment, run_experiment
 
 
 def experiment(steps: int, starts: list[int]) -> Experiment:

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from rlve.cli import env_scaling, scaling_pool
-from rlve.cli.env_scaling import make_split
-from rlve.cli.scaling_pool import FORMAT_ENVS, Screening, screen, screen_one
 from rlve.curriculum.env_split import family, split_environments
+from rlve.experiments import env_scaling, scaling_pool
+from rlve.experiments.env_scaling import make_split
+from rlve.experiments.scaling_pool import FORMAT_ENVS, Screening, screen, screen_one
 from rlve.inference.scripted import ScriptedEngine
 from rlve.models import load_tokenizer
 

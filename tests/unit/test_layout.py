@@ -25,6 +25,7 @@ PACKAGES = {
     "curriculum",
     "envs",
     "cli",
+    "experiments",
     "config",
     "distributed",
     "reliability",
@@ -140,15 +141,21 @@ def test_no_import_cycle_between_parts():
 )
 def test_dependencies_point_down(low, high):
     """A lower layer never reaches, even indirectly, a layer above it."""
-    graph = part_graph()
-    seen, todo = set(), [low]
+    seen = reachable(part_graph(), low)
+    assert high not in seen, f"{low} depends on {high}"
+    assert "rlve.cli" not in seen
+    assert "rlve.experiments" not in seen
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """`start` and every part it imports, directly or not."""
+    seen, todo = set(), [start]
     while todo:
         node = todo.pop()
         if node not in seen:
             seen.add(node)
             todo.extend(graph.get(node, ()))
-    assert high not in seen, f"{low} depends on {high}"
-    assert "rlve.cli" not in seen
+    return seen
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -160,6 +167,15 @@ def test_nothing_but_the_entry_points_imports_the_cli():
     graph = part_graph()
     importers = sorted(n for n, targets in graph.items() if "rlve.cli" in targets)
     assert importers == []
+
+
+def test_the_experiments_sit_between_the_cli_and_the_library():
+    """cli > experiments > the rest: a command may run an experiment (`make demo` runs the
+    recipe), an experiment never reaches a command, and the library imports neither."""
+    graph = part_graph()
+    assert "rlve.cli" not in reachable(graph, "rlve.experiments")
+    importers = sorted(n for n, targets in graph.items() if "rlve.experiments" in targets)
+    assert importers == ["rlve.cli"]
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from rlve.cli.experiment import RunResult
-from rlve.cli.loss_arms import LOSSES, loss_arm, losses_table, run_means
+from rlve.experiments.experiment import RunResult
+from rlve.experiments.loss_arms import LOSSES, loss_arm, losses_table, run_means
 from rlve.train import load_run_config
 
 

@@ -9,14 +9,8 @@ import struct
 import numpy as np
 import pytest
 
-from rlve.cli.plot import (
-    curriculum_envs,
-    main,
-    moving_average,
-    plot_dashboard,
-    plot_metrics,
-    read_metrics,
-)
+from rlve.cli.plot import curriculum_envs, main, plot_dashboard, plot_metrics
+from rlve.experiments.run_metrics import moving_average, read_metrics
 
 
 def png_size(path) -> tuple[int, int]:
@@ -153,7 +147,7 @@ def seed_run(path, rewards):
 
 
 def test_seed_band_is_the_mean_and_range_over_runs_on_shared_steps(tmp_path):
-    from rlve.cli.compare import seed_band
+    from rlve.experiments.seed_spread import seed_band
 
     runs = [seed_run(tmp_path / "a", [0.1, 0.2, 0.3]), seed_run(tmp_path / "b", [0.3, 0.4])]
     rows = [read_metrics(run / "metrics.jsonl") for run in runs]

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from rlve.cli.experiment import RunResult, run_overrides
-from rlve.cli.recipe import (
+from rlve.envs.tictactoe.prompts import COMPACT
+from rlve.experiments.experiment import RunResult, run_overrides
+from rlve.experiments.recipe import (
     DEMO,
     GRID_RECIPE,
     RECIPE,
@@ -17,8 +18,7 @@ from rlve.cli.recipe import (
     experiment,
     sft_student,
 )
-from rlve.cli.recipe_table import results_table
-from rlve.envs.tictactoe.prompts import COMPACT
+from rlve.experiments.recipe_table import results_table
 from rlve.train import load_run_config
 
 
@@ -145,7 +145,7 @@ def test_the_threats_arms_add_the_stated_threats_reward_then_the_fading_hints(tm
 
 
 def test_the_cli_runs_the_board_s_best_arm_from_the_board_s_recipe(monkeypatch, tmp_path):
-    import rlve.cli.recipe as recipe
+    import rlve.experiments.recipe as recipe
 
     asked = {}
     monkeypatch.setattr(recipe, "run", lambda out, size, seeds, arms, train: asked.update(
@@ -171,7 +171,7 @@ def test_the_cli_runs_the_board_s_best_arm_from_the_board_s_recipe(monkeypatch, 
 
 
 def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
-    from rlve.cli.curriculum_arms import arms_table, highest_solved
+    from rlve.experiments.curriculum_arms import arms_table, highest_solved
 
     def run(arm, ratio, acc0, high=math.nan, mixed=math.nan):
         scores = {"acc d=0": acc0, "acc d=1": 0.0, "acc d=2": 0.0, "acc d=3": 0.0}
@@ -196,8 +196,8 @@ def test_the_arms_table_has_the_start_and_each_arm_over_seeds():
 def test_the_smollm2_curriculum_arms_differ_only_in_how_levels_are_drawn(tmp_path):
     from dataclasses import asdict
 
-    from rlve.cli.curriculum_arms import SETUPS
-    from rlve.cli.curriculum_arms import experiment as curriculum
+    from rlve.experiments.curriculum_arms import SETUPS
+    from rlve.experiments.curriculum_arms import experiment as curriculum
 
     setup = SETUPS["smollm2"]
     runs = curriculum(setup)
@@ -220,7 +220,7 @@ def sorts_up_to_five(messages) -> str:
 def test_the_curriculum_scores_accuracy_at_each_evaluated_level():
     from dataclasses import replace
 
-    from rlve.cli.curriculum_arms import SETUPS, accuracy_by_difficulty
+    from rlve.experiments.curriculum_arms import SETUPS, accuracy_by_difficulty
     from rlve.inference.scripted import ScriptedEngine
 
     setup = replace(SETUPS["smollm2"], eval_problems=8)
@@ -247,7 +247,7 @@ def test_the_sft_student_learns_only_the_teacher_s_best_moves_and_is_keyed_by_it
 
 
 def test_mistakes_per_chance_and_the_stated_threats_reach_the_table():
-    from rlve.cli.recipe import mistake_rates
+    from rlve.experiments.recipe import mistake_rates
 
     # per game: 0.3 missed blocks of 0.6 chances, no fork was ever possible
     summary = {"game/missed_block": 0.3, "game/missed_block_chances": 0.6,

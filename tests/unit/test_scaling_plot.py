@@ -1,7 +1,7 @@
 import pytest
 
-from rlve.cli.experiment import RunResult
-from rlve.cli.scaling_plot import (
+from rlve.experiments.experiment import RunResult
+from rlve.experiments.scaling_plot import (
     by_size,
     collection_size,
     held_out_curve,

@@ -1,8 +1,9 @@
-"""The environment-scaling experiment's power calculation (rlve.cli.scaling_power), by hand."""
+"""The environment-scaling experiment's power calculation (rlve.experiments.scaling_power), by
+hand."""
 
 import pytest
 
-from rlve.cli.scaling_power import (
+from rlve.experiments.scaling_power import (
     detectable_difference,
     held_out_chances,
     null_pair_variance,

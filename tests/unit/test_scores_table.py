@@ -1,4 +1,4 @@
-from rlve.cli.experiment import RunResult, scores_table
+from rlve.experiments.experiment import RunResult, scores_table
 
 
 def run(arm: str, seed: int, shared_start: float, own_start: float, after: float) -> RunResult:

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from rlve.cli.sft_curve import curve_table, parse_point, plot_curve
+from rlve.experiments.sft_curve import curve_table, parse_point, plot_curve
 
 ROW = {"teacher_games": 600, "sft_steps": 120, "kept_games": 375, "epochs": 2.56,
        "sft_loss_last": 0.0512, "sft_minutes": 28.04, "eval_minutes": 4.0, "draw": 0.3,
@@ -37,7 +37,7 @@ def test_the_plot_is_written(tmp_path):
 
 
 def test_the_curve_of_the_stated_threats_takes_their_turn_limit():
-    from rlve.cli.recipe import DEMO, with_reasons
+    from rlve.experiments.recipe import DEMO, with_reasons
 
     assert with_reasons(DEMO, "threats").max_tokens == 64  # the answers measured up to 43 tokens
     assert with_reasons(DEMO, "verdict") == DEMO

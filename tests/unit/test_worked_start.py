@@ -1,11 +1,11 @@
-"""The environment-scaling experiment's worked-problem start (rlve.cli.worked_start): its
+"""The environment-scaling experiment's worked-problem start (rlve.experiments.worked_start): its
 held-out side fixed before the warm-up, no scored problem in the warm-up, the pool's band."""
 
 import json
 
-from rlve.cli import worked_start
-from rlve.cli.scaling_pool import FORMAT_ENVS, Screening
-from rlve.cli.worked_start import candidate_split, in_band, worked_problems, worked_split
+from rlve.experiments import worked_start
+from rlve.experiments.scaling_pool import FORMAT_ENVS, Screening
+from rlve.experiments.worked_start import candidate_split, in_band, worked_problems, worked_split
 from rlve.models import load_tokenizer
 
 
