@@ -55,7 +55,7 @@ def measure(setting: str, steps: int) -> dict[str, dict[str, float]]:
     from bench_step_cost import recipe_groups
 
     from rlve.config import TrainerConfig
-    from rlve.experiments.recipe import DEMO
+    from rlve.experiments.recipe_sizes import DEMO
     from rlve.models import load_tokenizer
     from rlve.training.allocator import keep_freed_memory
     from rlve.training.sft import SftSequence, tictactoe_teacher_data

@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from rlve.config import InferenceConfig
 from rlve.evaluation import evaluate
-from rlve.experiments.recipe import DEMO, evaluation_env
+from rlve.experiments.recipe import evaluation_env
+from rlve.experiments.recipe_sizes import DEMO
 from rlve.inference.engine import SamplingConfig
 from rlve.inference.vllm_engine import VLLMEngine
 from rlve.models import load_tokenizer, resolve_model_path

@@ -87,7 +87,8 @@ def loop_worker(args) -> None:
     import rlve
 
     try:
-        from rlve.experiments.recipe import RECIPE, rl_overrides
+        from rlve.experiments.recipe import rl_overrides
+        from rlve.experiments.recipe_sizes import RECIPE
     except ModuleNotFoundError:  # an older commit: the experiments lived in rlve.cli then
         from rlve.cli.recipe import RECIPE, rl_overrides
 

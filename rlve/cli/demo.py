@@ -19,7 +19,8 @@ from pathlib import Path
 
 import rlve
 from rlve.envs.tictactoe import minimax_policy, noisy_minimax_policy, random_policy
-from rlve.experiments.recipe import DEMO, run
+from rlve.experiments.recipe import run
+from rlve.experiments.recipe_sizes import DEMO
 from rlve.experiments.stage_clock import stage
 from rlve.models.precision import this_cpu_kind
 from rlve.rollout import ScriptedEngine

@@ -6,8 +6,8 @@
 
 A point `games:steps` is a student trained from the base model on the best moves of `games`
 teacher games (the recipe's noisy minimax teacher, its deliberate random moves kept out of the
-loss) for `steps` SFT steps; every other size is the demo's (rlve.experiments.recipe.DEMO: lr,
-batch, cosine schedule, board), with the teacher's reasons `--teacher-reasons` names (the threats
+loss) for `steps` SFT steps; every other size is the demo's (DEMO of recipe_sizes: lr, batch,
+cosine schedule, board), with the teacher's reasons `--teacher-reasons` names (the threats
 reasons with the grid recipe's 64 tokens a turn). Each student plays the recipe's 200
 evaluation games against the optimal opponent at the recipe's decoding. curve.json keeps one
 row per point, written as each point ends (started again, the command skips the points already
@@ -24,14 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from rlve.envs.tictactoe.policies import REASONS
-from rlve.experiments.recipe import (
-    DEMO,
-    RecipeSize,
-    evaluation_env,
-    sft_student,
-    teacher_scores,
-    with_reasons,
-)
+from rlve.experiments.recipe import evaluation_env, sft_student, teacher_scores
+from rlve.experiments.recipe_sizes import DEMO, RecipeSize, with_reasons
 
 
 def parse_point(text: str) -> tuple[int, int]:

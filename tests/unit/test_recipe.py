@@ -8,16 +8,8 @@ import pytest
 
 from rlve.envs.tictactoe.prompts import COMPACT
 from rlve.experiments.experiment import RunResult, run_overrides
-from rlve.experiments.recipe import (
-    DEMO,
-    GRID_RECIPE,
-    RECIPE,
-    SFT_FIELDS,
-    TINY,
-    evaluation_env,
-    experiment,
-    sft_student,
-)
+from rlve.experiments.recipe import SFT_FIELDS, evaluation_env, experiment, sft_student
+from rlve.experiments.recipe_sizes import DEMO, GRID_RECIPE, RECIPE, TINY
 from rlve.experiments.recipe_table import results_table
 from rlve.train import load_run_config
 

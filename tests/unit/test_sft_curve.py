@@ -37,7 +37,7 @@ def test_the_plot_is_written(tmp_path):
 
 
 def test_the_curve_of_the_stated_threats_takes_their_turn_limit():
-    from rlve.experiments.recipe import DEMO, with_reasons
+    from rlve.experiments.recipe_sizes import DEMO, with_reasons
 
     assert with_reasons(DEMO, "threats").max_tokens == 64  # the answers measured up to 43 tokens
     assert with_reasons(DEMO, "verdict") == DEMO
