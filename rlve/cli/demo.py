@@ -28,8 +28,9 @@ from rlve.rollout import ScriptedEngine
 OPPONENTS = {"random": 1.0, "optimal": 0.0}
 ARM = "regret"
 """the RL arm: at the demo's sizes it drew 18.0-23.5% against whole-game CISPO's 14.0-14.5% from
-the same SFT student on the grid (docs/results.md, "Per-move regret credit"); on BOARD a clean
-`make demo` drew 65.5% from its SFT student's 51.0% ("`make demo` from a clean start")"""
+the same SFT student on the grid (docs/results/history.md, "Per-move regret credit"); on BOARD a
+clean `make demo` drew 65.5% from its SFT student's 51.0% (docs/results.md, "`make demo` from a
+clean start")"""
 SCORED_OPPONENTS = ("optimal",)
 """whom the SFT and the RL student are scored against: the claim's opponent only, 200 games
 each (a 95% interval of about +-10 points on the difference). Also scoring the random opponent
@@ -42,7 +43,7 @@ the random opponent's scoring was dropped (docs/benchmarks.md, "make demo's stag
 BOARD = "threats"
 """the board the demo plays on: the grid, then a line naming the cells where either side would
 complete three; its SFT student drew 51% against the optimal opponent where the grid's drew
-15% (docs/results.md, "A board that states the threats")"""
+15% (docs/results.md, "The recipe on the threats board")"""
 
 
 def _hello_policy(messages) -> str:

@@ -47,7 +47,7 @@ class RecipeSize:
     """CISPO steps (full fine-tuning: LoRA is no faster on the CPU, see docs/benchmarks.md)"""
     rl_lr: float = 2e-5
     """RL learning rate (at 3e-5 without overlong shaping, answers ran on past their move to
-    the token limit after 7 steps: docs/results.md)"""
+    the token limit after 7 steps: docs/results/history.md, section 2)"""
     groups_per_step: int = 8
     """problems per RL step; each is played group_size times"""
     group_size: int = 8
@@ -64,7 +64,7 @@ class RecipeSize:
     max_tokens loses up to 1 (an answer is ~22 tokens); None = off"""
     invalid_penalty: str = "per_move"
     """the RL rubric's invalid-move penalty: 'per_move' (-0.1 each; measured better, see
-    docs/results.md) or 'flat' (-0.1 once per game, the seed's rubric)"""
+    docs/results/history.md, section 5) or 'flat' (-0.1 once per game, the seed's rubric)"""
     async_level: int = 0
     """1 overlaps sampling with training; on two shared cores that is slower (benchmarks.md)"""
     max_tokens_per_microbatch: int = 2048

@@ -19,15 +19,17 @@ than a legal move there, so stalling does not pay; an unfinished game scores as 
 Each penalty is also credited to the move that cost it (`reward_turn`), for per-turn credit,
 and so is each answer's part of the format share (FORMAT_WEIGHT / answers if it is well formed),
 once the game is over or out of turns: without it per-turn credit put every answer's format on
-the game's last move, and under the regret arm the answers' format fell (docs/results.md).
+the game's last move, and under the regret arm the answers' format fell
+(docs/results/history.md, "A board that states the threats").
 With `threats_weight` w > 0, each answer to a position with a threat whose think block states
 them right (`threats.states_threats_right`, the threats board's words) earns w / answers at its
 turn: "No line has two of a mark." said every turn earned 63% of an honest statement's reward
-when every position counted, and a student collapsed to it (docs/results.md). Measured at any
-weight: `game/threats_stated_right` (the share of all answers) and `game/threats_found` of
-`game/threats_chances` (positions with a threat). With `hint_levels` n > 0, the
-curriculum's difficulty d is how often the threats line is shown after the grid (1 - d/n of the
-turns; never from n on, the plain board) instead of the opponent's strength.
+when every position counted, and a student collapsed to it (docs/results/history.md, "The
+plain grid board"). Measured at any weight: `game/threats_stated_right` (the share of all
+answers) and `game/threats_found` of `game/threats_chances` (positions with a threat). With
+`hint_levels` n > 0, the curriculum's difficulty d is how often the threats line is shown after
+the grid (1 - d/n of the turns; never from n on, the plain board) instead of the opponent's
+strength.
 With `opponent="self"` the policy plays O as well, in a seat of its own
 (rlve.envs.tictactoe.self_play), except in a `scripted_fraction` share of the games; O's seat is
 scored by the same rubric from its own view.
