@@ -62,8 +62,10 @@ VARIANTS = {"padded": ("padded", None), "mask": ("packed", "sdpa"), "per-seq": (
 
 def measure(args: argparse.Namespace, variant: str, lengths: list[int]) -> dict[str, float]:
     packing, attention = VARIANTS[variant]
+    # a forced dense-mask attention cannot read a prefix tree: that variant trains without one
     config = TrainerConfig(model=args.model, packing=packing, lr=1e-6, cpu_threads=args.threads,
-                           max_tokens_per_microbatch=args.max_tokens, dtype=args.dtype)  # fmt: skip
+                           max_tokens_per_microbatch=args.max_tokens, dtype=args.dtype,
+                           share_prefixes=attention is None)  # fmt: skip
     trainer = Trainer(config)
     if attention is not None:
         trainer.causal_lm.set_attn_implementation(attention)
