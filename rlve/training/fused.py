@@ -68,7 +68,6 @@ def _apply_liger(model: nn.Module, device: str) -> None:
     except ImportError as error:
         raise ImportError("trainer.fused_kernels='liger' needs liger-kernel: "
                           "pip install liger-kernel") from error  # fmt: skip
-    causal_lm = getattr(model, "get_base_model", lambda: model)()
     kernels = {"rope": True, "rms_norm": True, "swiglu": True}
     unfused_head = {"cross_entropy": False, "fused_linear_cross_entropy": False}
-    _apply_liger_kernel_to_instance(model=causal_lm, **kernels, **unfused_head)
+    _apply_liger_kernel_to_instance(model=model, **kernels, **unfused_head)

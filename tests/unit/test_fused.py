@@ -16,35 +16,19 @@ import pytest
 import torch
 from torch import nn
 
-from rlve.algorithms.packing import build_train_batch
 from rlve.training.fused import fuse_elementwise
-from rlve.training.logprobs import TokenScorer
-from rlve.training.rank_batch import batch_on
 from tests.unit.test_packed_parity import fp32_tolerances
-from tests.unit.test_prefix_sharing import grouped_sequences, tiny
+from tests.unit.test_prefix_sharing import grouped_sequences, run, tiny
 
 
 def logprobs_and_grads(model, autocast=False):
-    """The trained tokens' log-probs and entropies of grouped_sequences() through a prefix tree,
-    and every parameter's gradient of their mean log-prob."""
-    sequences = grouped_sequences()
-    scorer = TokenScorer(model, autocast_bf16=autocast)
-    batch = build_train_batch(sequences, max_tokens=300, pad_token_id=0, packing="packed",
-                              single_row=True, share_prefixes=True)  # fmt: skip
-    batch = batch_on(batch, next(model.parameters()).device)
-    model.zero_grad(set_to_none=True)
-    logps, entropies = [], []
-    for micro in batch.micro_batches:
-        logp, entropy = scorer(
-            micro.input_ids, micro.attention_mask, micro.loss_mask, temperature=1.0,
-            chunk_tokens=64, position_ids=micro.position_ids, prefix_tree=micro.prefix_tree,
-        )  # fmt: skip
-        trained = logp[micro.loss_mask]
-        (-trained.sum() / batch.num_loss_tokens).backward()
-        logps.append(trained.detach())
-        entropies.append(entropy[micro.loss_mask].detach())
-    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
-    return torch.cat(logps), torch.cat(entropies), grads
+    """The trained tokens' log-probs and entropies of grouped_sequences() through a prefix tree
+    (300-token micro-batches), and every parameter's gradient of the CISPO loss."""
+    per_sequence, _, grads, _ = run(model, grouped_sequences(), True, "cispo", max_tokens=300,
+                                    autocast=autocast)  # fmt: skip
+    order = sorted(per_sequence)
+    logps = torch.cat([per_sequence[i][0] for i in order])
+    return logps, torch.cat([per_sequence[i][1] for i in order]), grads
 
 
 def test_compile_fuses_every_rms_norm_and_swiglu_mlp_of_the_tiny_model(tiny_path):

@@ -17,7 +17,7 @@ from rlve.algorithms.train_sequences import TrainSequence
 from rlve.distributed import World
 from rlve.models import load_causal_lm
 from rlve.training.logprobs import TokenScorer
-from rlve.training.rank_batch import build_rank_batch, moves_the_loss
+from rlve.training.rank_batch import batch_on, build_rank_batch, moves_the_loss
 from rlve.training.sequence_attention import SEQUENCE_SDPA
 from rlve.training.tree_attention import after_prefix_mask
 from rlve.types import Segment
@@ -101,12 +101,14 @@ def tiny(tiny_path):
     return model
 
 
-def run(model, sequences, share, loss, max_tokens=2048):
-    """One accumulated step: {sequence: (logp, entropy) of its trained tokens}, the summed loss,
-    the gradient of every parameter, and the positions forwarded."""
-    scorer = TokenScorer(model)
+def run(model, sequences, share, loss, max_tokens=2048, autocast=False):
+    """One accumulated step on the model's device (under bf16 autocast with `autocast`):
+    {sequence: (logp, entropy) of its trained tokens}, the summed loss, the gradient of every
+    parameter, and the positions forwarded."""
+    scorer = TokenScorer(model, autocast_bf16=autocast)
     batch = build_train_batch(sequences, max_tokens=max_tokens, pad_token_id=0, packing="packed",
                               single_row=True, share_prefixes=share)  # fmt: skip
+    batch = batch_on(batch, next(model.parameters()).device)
     model.zero_grad(set_to_none=True)
     per_sequence, total = {}, 0.0
     for micro in batch.micro_batches:
@@ -124,7 +126,7 @@ def run(model, sequences, share, loss, max_tokens=2048):
         total += value.item()
         for k, index in enumerate(micro.sequence_index):
             where = (ids == k) & micro.loss_mask
-            per_sequence[index] = (logp[where].detach(), entropy[where])
+            per_sequence[index] = (logp[where].detach(), entropy[where].detach())
     grads = {name: p.grad.clone() for name, p in model.named_parameters()}
     return per_sequence, total, grads, batch.forward_tokens
 
