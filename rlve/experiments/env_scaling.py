@@ -6,6 +6,7 @@
     python -m rlve.experiments.env_scaling run --seeds 0 1 2  # one arm per collection, over seeds
     python -m rlve.experiments.env_scaling run --table-only   # table.md and scaling.png of what ran
     python -m rlve.experiments.env_scaling screen --start worked  # the worked-problem start (below)
+    python -m rlve.experiments.env_scaling run --start worked --arms C1 C64  # its arms
 
 1. **The starting model**: SmolLM2-135M-Instruct after a short SFT on the `<answer>` contract,
    on reference answers of FORMAT_ENVS only. Those are never candidates, so no warm-up data
@@ -103,8 +104,10 @@ def make_split(records: dict[str, Screening]) -> tuple[EnvSplit, dict]:
     return split, stored
 
 
-def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> list[float]:
-    """Each problem's accuracy over `names` x EVAL_LEVELS, EVAL_PROBLEMS problems each from
+def accuracy_over(
+    names: list[str], engine, max_tokens: int, seed: int, problems: int = EVAL_PROBLEMS
+) -> list[float]:
+    """Each problem's accuracy over `names` x EVAL_LEVELS, `problems` problems each from
     EVAL_SEED, in that order (the same problems for every run, so arms pair by problem); a
     rollout spoiled by a fault counts 0."""
     from rlve.envs import load_environment
@@ -115,9 +118,9 @@ def accuracy_over(names: list[str], engine, max_tokens: int, seed: int) -> list[
     values = []
     for name in names:
         for level in EVAL_LEVELS:
-            env = load_environment(name, num_examples=EVAL_PROBLEMS, seed=EVAL_SEED,
+            env = load_environment(name, num_examples=problems, seed=EVAL_SEED,
                                    difficulties=[level])  # fmt: skip
-            groups = evaluate(env, engine, EVAL_PROBLEMS, seed=seed, sampling=sampling).groups
+            groups = evaluate(env, engine, problems, seed=seed, sampling=sampling).groups
             for group in sorted(groups, key=lambda g: g.example_id):
                 values += [problem_accuracy(t) for t in group.trajectories]
     return values
@@ -136,37 +139,61 @@ def start_model(start: str, out: Path, model: str = MODEL) -> Path:
     return format_model(out, model)
 
 
-def experiment(stored: dict, reward: str, model: str = MODEL, start: str = "format"):
-    """One arm per collection of `stored` (split.json), each scored on the held-out list."""
+def experiment(
+    stored: dict, reward: str, model: str = MODEL, start: str = "format", arms: list[str] = ()
+):
+    """One arm per collection of `stored` (split.json), or those named in `arms` ("C1", ...),
+    each scored on the held-out list. The worked start's arms score HELD_OUT_PROBLEMS a held-out
+    cell, run RL_STEPS steps and are scored before and after only (worked_start has both)."""
     from rlve.experiments.experiment import Arm, Experiment
+
+    held_out_problems, steps, score_every = EVAL_PROBLEMS, (), SCORE_EVERY
+    if start == "worked":
+        from rlve.experiments.worked_start import HELD_OUT_PROBLEMS, RL_STEPS
+
+        held_out_problems, steps, score_every = (
+            HELD_OUT_PROBLEMS,
+            (f"trainer.max_steps={RL_STEPS}",),
+            0,
+        )
 
     def score(engine, config, seed: int) -> dict[str, list[float]]:
         max_tokens = config.rollout.max_tokens
         return {
-            "held-out accuracy": accuracy_over(stored["held_out"], engine, max_tokens, seed),
+            "held-out accuracy": accuracy_over(
+                stored["held_out"], engine, max_tokens, seed, held_out_problems
+            ),
             "in-distribution accuracy": accuracy_over(
                 list(config.env.names[:ID_ENVS]), engine, max_tokens, seed
             ),
         }
 
-    arms = [
+    collections = stored["collections"]
+    unknown = [arm for arm in arms if arm.removeprefix("C") not in collections]
+    if unknown:
+        raise ValueError(
+            f"no collection {unknown} in the split (it has C{', C'.join(collections)})"
+        )
+    chosen = [
         Arm(f"C{size}", ("+experiment=env_scaling", f"env.names=[{','.join(names)}]",
-                         f"+env.default_args.reward={reward}", "logging.wandb_mode=disabled"))
-        for size, names in stored["collections"].items()
+                         f"+env.default_args.reward={reward}", "logging.wandb_mode=disabled",
+                         *steps))
+        for size, names in collections.items() if not arms or f"C{size}" in arms
     ]  # fmt: skip
     settings = {"eval": [EVAL_LEVELS, EVAL_PROBLEMS, EVAL_SEED, ID_ENVS], "reward": reward,
                 "model": model,
                 "format": [FORMAT_ENVS, FORMAT_LEVELS, FORMAT_PER_LEVEL, FORMAT_STEPS]}  # fmt: skip
     if start != "format":
         settings["start"] = start
+        settings["held_out_problems"] = held_out_problems
     return Experiment(
         name=f"env_scaling_{reward}",
-        arms=arms,
+        arms=chosen,
         start=lambda out, seed: start_model(start, out, model),
         score=score,
         curves=["reward/mean", "reward/accuracy", "reward/format_score"],
         settings=settings,
-        score_every=SCORE_EVERY,
+        score_every=score_every,
     )
 
 
@@ -220,6 +247,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="the starting model: the format warm-up, or the worked "
                         "problems' (rlve.experiments.worked_start; its files go to "
                         "<results>/worked)")  # fmt: skip
+    parser.add_argument("--arms", nargs="+", default=[],
+                        help="run: only these collections (C1 C64 ...); default: all")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="run: train nothing, tabulate and plot the finished runs")  # fmt: skip
     args = parser.parse_args(argv)
@@ -237,8 +266,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no {split_file}: run the screen and split stages first")
         stored = json.loads(split_file.read_text())
         out = args.out / args.reward
-        results = run_experiment(experiment(stored, args.reward, args.model, args.start), out,
-                                 args.seeds, train=not args.table_only)  # fmt: skip
+        arms = experiment(stored, args.reward, args.model, args.start, args.arms)
+        results = run_experiment(arms, out, args.seeds, train=not args.table_only)
         print(scores_table(results))
         steps = OmegaConf.load(out / results[0].arm / f"seed{results[0].seed}" / "config.yaml")
         print(f"wrote {plot_env_scaling(results, steps.trainer.max_steps, out / 'scaling.png')}")

@@ -30,6 +30,12 @@ WORKED_BATCH = 16
 WORKED_LR = 1e-5
 BAND = (0.1, 0.9)
 """a candidate is in the pool when the start's accuracy at some level is within this band"""
+HELD_OUT_PROBLEMS = 32
+"""held-out problems a (environment, level) cell in this start's arms: the power calculation's
+choice (a paired difference of 0.024 detectable with 3 seeds); the in-distribution score keeps
+scaling_pool.EVAL_PROBLEMS, the problems the warm-up left out"""
+RL_STEPS = 24
+"""RL steps of this start's arms, scored before the first and after the last only"""
 
 
 def candidate_split() -> EnvSplit:

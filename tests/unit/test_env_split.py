@@ -117,3 +117,16 @@ def test_each_arm_trains_on_its_collection_and_is_scored_on_the_held_out_list():
     assert config.env.names == stored["collections"]["4"]
     assert config.env.default_args["reward"] == "binary"
     assert not set(config.env.names) & set(stored["held_out"])
+
+
+def test_the_worked_start_runs_the_named_arms_longer_and_scores_them_before_and_after_only():
+    from rlve.experiments.worked_start import RL_STEPS
+    from rlve.train import load_run_config
+
+    _, stored = make_split({n: Screening(n, {"0": 0.5}, {}) for n in POOL})
+    worked = env_scaling.experiment(stored, "binary", start="worked", arms=["C1", "C16"])
+    assert [arm.name for arm in worked.arms] == ["C1", "C16"]
+    assert load_run_config(list(worked.arms[1].overrides)).trainer.max_steps == RL_STEPS
+    assert worked.score_every == 0 and worked.settings["held_out_problems"] == 32
+    with pytest.raises(ValueError, match="C64"):
+        env_scaling.experiment(stored, "binary", arms=["C64"])
