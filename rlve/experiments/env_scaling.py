@@ -140,11 +140,18 @@ def start_model(start: str, out: Path, model: str = MODEL) -> Path:
 
 
 def experiment(
-    stored: dict, reward: str, model: str = MODEL, start: str = "format", arms: list[str] = ()
+    stored: dict,
+    reward: str,
+    model: str = MODEL,
+    start: str = "format",
+    arms: list[str] = (),
+    start_dir: Path | None = None,
 ):
     """One arm per collection of `stored` (split.json), or those named in `arms` ("C1", ...),
-    each scored on the held-out list. The worked start's arms score HELD_OUT_PROBLEMS a held-out
-    cell, run RL_STEPS steps and are scored before and after only (worked_start has both)."""
+    each scored on the held-out list; the starting model is made in (or read from) `start_dir`
+    (default: the experiment's directory), where the screening made it. The worked start's arms
+    score HELD_OUT_PROBLEMS a held-out cell, run RL_STEPS steps and are scored before and after
+    only (worked_start has both)."""
     from rlve.experiments.experiment import Arm, Experiment
 
     held_out_problems, steps, score_every = EVAL_PROBLEMS, (), SCORE_EVERY
@@ -189,12 +196,27 @@ def experiment(
     return Experiment(
         name=f"env_scaling_{reward}",
         arms=chosen,
-        start=lambda out, seed: start_model(start, out, model),
+        start=lambda out, seed: start_model(start, start_dir or out, model),
         score=score,
         curves=["reward/mean", "reward/accuracy", "reward/format_score"],
         settings=settings,
         score_every=score_every,
     )
+
+
+def write_paired(results, out: Path) -> None:
+    """`out/paired.md`: the first arm against the last on the held-out problems, seed by seed
+    (rlve.experiments.scaling_paired), when some seed has both with their outcomes."""
+    from rlve.experiments.scaling_paired import held_out_outcomes, paired_table
+    from rlve.rollout.records import write_text_atomically
+
+    arms = sorted({r.arm for r in results}, key=lambda arm: int(arm[1:]))
+    outcomes = held_out_outcomes(results, arms[0], arms[-1], "held-out accuracy")
+    if len(arms) < 2 or not outcomes:
+        return
+    table = paired_table(outcomes, arms[0], arms[-1])
+    write_text_atomically(out / "paired.md", table + "\n")
+    print(f"held-out accuracy, {arms[-1]} against {arms[0]} problem by problem:\n{table}")
 
 
 def print_power(results: Path, runs: Path, seeds: list[int]) -> None:
@@ -266,9 +288,10 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no {split_file}: run the screen and split stages first")
         stored = json.loads(split_file.read_text())
         out = args.out / args.reward
-        arms = experiment(stored, args.reward, args.model, args.start, args.arms)
+        arms = experiment(stored, args.reward, args.model, args.start, args.arms, args.out)
         results = run_experiment(arms, out, args.seeds, train=not args.table_only)
         print(scores_table(results))
+        write_paired(results, out)
         steps = OmegaConf.load(out / results[0].arm / f"seed{results[0].seed}" / "config.yaml")
         print(f"wrote {plot_env_scaling(results, steps.trainer.max_steps, out / 'scaling.png')}")
         return
