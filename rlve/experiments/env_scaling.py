@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         from omegaconf import OmegaConf
 
         from rlve.experiments.experiment import run_experiment, scores_table
-        from rlve.experiments.scaling_plot import plot_env_scaling
+        from rlve.experiments.scaling_plot import plot_by_environment, plot_env_scaling
 
         split_file = args.results / "split.json"
         if not split_file.exists():
@@ -294,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
         write_paired(results, out)
         steps = OmegaConf.load(out / results[0].arm / f"seed{results[0].seed}" / "config.yaml")
         print(f"wrote {plot_env_scaling(results, steps.trainer.max_steps, out / 'scaling.png')}")
+        if bars := plot_by_environment(results, stored["held_out"], out / "by_environment.png"):
+            print(f"wrote {bars}")
         return
     if args.stage == "power":
         return print_power(args.results, args.out / args.reward, args.seeds)

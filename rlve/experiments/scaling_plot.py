@@ -3,7 +3,8 @@
 Two panels from the `RunResult`s of `rlve.experiments.env_scaling run`: accuracy after training
 against the collection's size on a log axis (held-out and in-distribution, mean and min-max over
 seeds, the starting model's held-out accuracy as a dashed line), and held-out accuracy over the
-steps of each run (before, every `score_every` steps, after).
+steps of each run (before, every `score_every` steps, after). And, from the runs' per-problem
+outcomes, held-out accuracy on each held-out environment: where a gain comes from.
 """
 
 from __future__ import annotations
@@ -92,5 +93,51 @@ def plot_env_scaling(results: Sequence[RunResult], last_step: int, out_path: str
     finish_axes(steps_ax, HELD_OUT)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out_path)
+    return out_path
+
+
+def environment_accuracy(outcomes: Sequence[float], environments: int) -> list[float]:
+    """The mean of each environment's block of per-problem `outcomes` (env_scaling scores
+    environment by environment, each with the same number of problems)."""
+    per_env, left = divmod(len(outcomes), environments)
+    if left or not per_env:
+        raise ValueError(f"{len(outcomes)} outcomes do not split into {environments} environments")
+    return [sum(outcomes[i * per_env : (i + 1) * per_env]) / per_env for i in range(environments)]
+
+
+def by_environment(results: Sequence[RunResult], names: Sequence[str]) -> dict[str, list[float]]:
+    """Held-out accuracy on each of `names`, mean over seeds: "start" (every run's before) and
+    each arm after; runs without per-problem outcomes are left out."""
+    rows: dict[str, list[list[float]]] = {}
+    for r in results:
+        kept = {when: v[HELD_OUT] for when, v in r.outcomes.items() if HELD_OUT in v}
+        if "before" in kept and "after" in kept:
+            rows.setdefault("start", []).append(environment_accuracy(kept["before"], len(names)))
+            rows.setdefault(r.arm, []).append(environment_accuracy(kept["after"], len(names)))
+    return {key: [sum(col) / len(col) for col in zip(*runs, strict=True)]
+            for key, runs in rows.items()}  # fmt: skip
+
+
+def plot_by_environment(
+    results: Sequence[RunResult], names: Sequence[str], out_path: str | Path
+) -> Path | None:
+    """Bars of `by_environment` into `out_path` (PNG): one group per held-out environment; None
+    when no run kept per-problem outcomes."""
+    table = by_environment(results, names)
+    if not table:
+        return None
+    figure, (ax,) = figure_grid(1, columns=1)
+    figure.set_size_inches(10, 4.5)
+    keys = ["start", *sorted((k for k in table if k != "start"), key=collection_size)]
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        ax.bar([x + i * width for x in range(len(names))], table[key], width, label=key)
+    labels = [name.split("/")[-1] for name in names]
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], labels, rotation=35,
+                  ha="right", fontsize=7)  # fmt: skip
+    finish_axes(ax, f"{HELD_OUT} by held-out environment (mean over seeds)")
+    ax.set_xlabel("")
+    out_path = Path(out_path)
     figure.savefig(out_path)
     return out_path

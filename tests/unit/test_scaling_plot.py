@@ -2,9 +2,12 @@ import pytest
 
 from rlve.experiments.experiment import RunResult
 from rlve.experiments.scaling_plot import (
+    by_environment,
     by_size,
     collection_size,
+    environment_accuracy,
     held_out_curve,
+    plot_by_environment,
     plot_env_scaling,
 )
 
@@ -54,4 +57,29 @@ def test_the_curve_keeps_the_steps_every_seed_scored_with_after_at_the_last_step
 
 def test_the_plot_is_written(tmp_path):
     path = plot_env_scaling(RESULTS, 12, tmp_path / "scaling.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def kept(arm: str, seed: int, before: list[float], after: list[float]) -> RunResult:
+    run = result(arm, seed, 0.0, {}, 0.0)
+    run.outcomes = {"before": {"held-out accuracy": before}, "after": {"held-out accuracy": after}}
+    return run
+
+
+def test_each_held_out_environment_is_its_block_of_problems_averaged_over_seeds():
+    assert environment_accuracy([1, 0, 0, 0, 1, 1], 3) == [0.5, 0.0, 1.0]
+    with pytest.raises(ValueError, match="5 outcomes do not split into 2"):
+        environment_accuracy([1, 0, 0, 0, 1], 2)
+    # the last run kept no outcomes: left out
+    runs = [kept("C1", 0, [0, 0, 1, 1], [1, 0, 1, 1]), kept("C1", 1, [0, 0, 1, 0], [0, 0, 1, 1]),
+            kept("C4", 0, [0, 0, 1, 1], [1, 1, 0, 0]), RESULTS[0]]  # fmt: skip
+    table = by_environment(runs, ["a/x", "a/y"])
+    assert table["C1"] == [0.25, 1.0] and table["C4"] == [1.0, 0.0]
+    assert table["start"] == pytest.approx([0.0, 5 / 6])  # the three runs' before: 1, 0.5, 1
+
+
+def test_the_bars_are_drawn_when_some_run_kept_outcomes(tmp_path):
+    assert plot_by_environment(RESULTS, ["a/x", "a/y"], tmp_path / "none.png") is None
+    runs = [kept("C1", 0, [0, 0, 1, 1], [1, 0, 1, 1]), kept("C4", 0, [0, 0, 1, 1], [1, 1, 0, 0])]
+    path = plot_by_environment(runs, ["a/x", "a/y"], tmp_path / "bars.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
