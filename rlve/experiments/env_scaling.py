@@ -208,11 +208,12 @@ def write_paired(results, out: Path) -> None:
     """`out/paired.md`: the first arm against the last on the held-out problems, seed by seed
     (rlve.experiments.scaling_paired), when some seed has both with their outcomes."""
     from rlve.experiments.scaling_paired import held_out_outcomes, paired_table
+    from rlve.experiments.scaling_plot import HELD_OUT, collection_size
     from rlve.rollout.records import write_text_atomically
 
-    arms = sorted({r.arm for r in results}, key=lambda arm: int(arm[1:]))
-    outcomes = held_out_outcomes(results, arms[0], arms[-1], "held-out accuracy")
-    if len(arms) < 2 or not outcomes:
+    arms = sorted({r.arm for r in results}, key=collection_size)
+    outcomes = held_out_outcomes(results, arms[0], arms[-1], HELD_OUT)
+    if not outcomes:  # one arm, or no seed with both arms' outcomes
         return
     table = paired_table(outcomes, arms[0], arms[-1])
     write_text_atomically(out / "paired.md", table + "\n")
