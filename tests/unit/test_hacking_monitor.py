@@ -78,6 +78,7 @@ UNSTABLE_RUNS = {
     "recipe_regret15/regret/seed0": {"completion/truncated_frac"},
     "env_scaling/C4/seed0": {"completion/len_mean"},
     "env_scaling/C4/seed2": {"completion/len_mean"},
+    "env_scaling/worked/binary/C64/seed3": {"completion/len_mean"},
 }
 """Committed probes that did not learn steadily, with the signals the monitor raised on them. The
 regret arm with 4 updates per RL step: at step 3 invalid-move games rose 15% -> 33% and unfinished
@@ -87,7 +88,10 @@ and 4, and at step 5 truncated answers rose 2% -> 30% for a
 that turn: at step 7 truncated answers rose 1% -> 19% for a 0.06 reward gain. Environment scaling
 on four environments, seed 0: at step 3 the mean answer rose from 33 to 51 tokens while the reward
 moved 0.02 (the answers then shortened to 9 tokens by step 12); seed 2: at step 4 from 28 to 47
-tokens while the reward moved -0.03 (16 tokens at the next step)."""
+tokens while the reward moved -0.03 (16 tokens at the next step). The worked start's C64, seed 3:
+the mean answer jumped from 9 to 15, 17 and 19 tokens at steps 5, 9 and 23 for reward moves of
++0.09, 0 and -0.17, back to 8-10 tokens at the next step each time: 8 groups a step drawn from
+64 environments whose answers differ in length, not a trend."""
 
 
 def recorded_runs() -> list[Path]:
