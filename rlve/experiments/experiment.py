@@ -87,6 +87,11 @@ class RunResult:
     def load(cls, path: Path) -> RunResult:
         return cls(**json.loads(path.read_text()))
 
+    def before_and_after(self, score: str) -> dict[str, list[float]]:
+        """{"before": ..., "after": ...}: `score`'s per-problem values, or {} unless both kept."""
+        kept = {when: self.outcomes.get(when, {}).get(score) for when in ("before", "after")}
+        return kept if None not in kept.values() else {}
+
 
 def run_overrides(experiment: Experiment, arm: Arm, model: Path, seed: int, run_dir: Path):
     return [*arm.overrides, f"trainer.model={model}", f"trainer.seed={seed}", f"env.seed={seed}",

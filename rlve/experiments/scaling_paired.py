@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rlve.experiments.scaling_power import Z_TWO_SIDED_5
+from rlve.experiments.scaling_power import Z_TWO_SIDED_5, problem_differences
 
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
          9: 2.262, 10: 2.228}  # fmt: skip
@@ -35,9 +35,9 @@ class Difference:
 def seed_difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     """B - A on one seed's problems (the same problems in the same order), with the normal
     interval of a paired mean."""
-    if len(a) != len(b) or len(a) < 2:
-        raise ValueError(f"paired arms need the same 2+ problems: {len(a)} and {len(b)} outcomes")
-    d = [y - x for x, y in zip(a, b, strict=True)]
+    d = problem_differences(a, b)
+    if len(d) < 2:
+        raise ValueError(f"a paired interval needs 2 or more problems, got {len(d)}")
     mean = statistics.fmean(d)
     half = Z_TWO_SIDED_5 * math.sqrt(statistics.variance(d) / len(d))
     return Difference(mean, mean - half, mean + half, len(d))
@@ -64,9 +64,7 @@ def held_out_outcomes(results, first: str, last: str, score: str) -> dict:
     where both `first` and `last` kept them."""
     found: dict[int, dict] = {}
     for result in results:
-        kept = {when: values[score] for when, values in result.outcomes.items()
-                if when in ("before", "after") and score in values}  # fmt: skip
-        if result.arm in (first, last) and len(kept) == 2:
+        if result.arm in (first, last) and (kept := result.before_and_after(score)):
             found.setdefault(result.seed, {})[result.arm] = kept
     return {seed: arms for seed, arms in found.items() if len(arms) == 2}
 
@@ -79,9 +77,9 @@ def paired_table(outcomes: dict[int, dict[str, dict[str, list[float]]]], first: 
             f"{last} - {first} after (95% CI) | gain {last} - gain {first} |")  # fmt: skip
     lines = [head, "|---|---:|---:|---:|---:|---|---:|"]
     diffs, gains = [], []
+    order = [(arm, when) for arm in (first, last) for when in ("before", "after")]
     for seed in sorted(outcomes):
         arms = outcomes[seed]
-        order = [(arm, when) for arm in (first, last) for when in ("before", "after")]
         means = {key: statistics.fmean(arms[key[0]][key[1]]) for key in order}
         diff = seed_difference(arms[first]["after"], arms[last]["after"])
         gain = (means[last, "after"] - means[last, "before"]) - (

@@ -111,8 +111,7 @@ def by_environment(results: Sequence[RunResult], names: Sequence[str]) -> dict[s
     each arm after; runs without per-problem outcomes are left out."""
     rows: dict[str, list[list[float]]] = {}
     for r in results:
-        kept = {when: v[HELD_OUT] for when, v in r.outcomes.items() if HELD_OUT in v}
-        if "before" in kept and "after" in kept:
+        if kept := r.before_and_after(HELD_OUT):
             rows.setdefault("start", []).append(environment_accuracy(kept["before"], len(names)))
             rows.setdefault(r.arm, []).append(environment_accuracy(kept["after"], len(names)))
     return {key: [sum(col) / len(col) for col in zip(*runs, strict=True)]

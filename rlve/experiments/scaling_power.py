@@ -41,6 +41,13 @@ def null_pair_variance(chances: Sequence[float]) -> float:
     return statistics.fmean(2 * p * (1 - p) for p in chances)
 
 
+def problem_differences(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """d = b - a problem by problem: two runs' outcomes on the same problems in the same order."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired runs need the same problems: {len(a)} and {len(b)} outcomes")
+    return [y - x for x, y in zip(a, b, strict=True)]
+
+
 def paired_variances(
     pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
 ) -> tuple[float, float]:
@@ -50,11 +57,7 @@ def paired_variances(
     vary less, or with fewer than two seeds)."""
     if not pairs:
         raise ValueError("no pair of runs given")
-    diffs = []
-    for a, b in pairs:
-        if len(a) != len(b) or not a:
-            raise ValueError(f"paired runs need the same problems: {len(a)} and {len(b)} outcomes")
-        diffs.append([y - x for x, y in zip(a, b, strict=True)])
+    diffs = [problem_differences(a, b) for a, b in pairs]
     within = [statistics.variance(d) for d in diffs if len(d) > 1]
     var_d = statistics.fmean(within) if within else 0.0
     if len(diffs) < 2:
