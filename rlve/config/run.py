@@ -1,4 +1,5 @@
-"""`rollout.*`, `env.*` (and its curriculum), `logging.*`, `hacking.*`: the run that holds them."""
+"""`rollout.*`, `env.*` (and its curriculum), `logging.*`, `hacking.*`: the run that holds them
+(with `warmup.*` and `evaluation.*` from rlve.config.warmup)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from rlve.config.checks import is_int, require, require_choice
 from rlve.config.inference import InferenceConfig
 from rlve.config.trainer import TrainerConfig
+from rlve.config.warmup import EvaluationConfig, WarmupConfig
 from rlve.sync.placement import check_placement, check_remote_placement
 
 ASYNC_LEVELS = (0, 1)
@@ -235,6 +237,17 @@ class RunConfig:
     """metrics sinks"""
     hacking: HackingConfig = field(default_factory=HackingConfig)
     """the reward-hacking monitor"""
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    """the SFT warm-up before RL"""
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    """games played before the first step and after the last"""
+    stop_if_unplayable: bool = True
+    """stop before the first optimizer step when under `min_legal_answers` of the first batch's
+    answers were legal (the environments' `legal_answer_metric`: a legal move in tic-tac-toe),
+    naming the warm-up that fixes it; false trains on regardless (tests and benchmarks on the
+    tiny model, which never plays a legal move)"""
+    min_legal_answers: float = 0.05
+    """the share of legal answers under which the first batch counts as unplayable; in [0, 1]"""
     run_name: str = "run"
     """name of the run (W&B run name; part of the default output directory)"""
     output_dir: str = "runs/${run_name}"
@@ -254,6 +267,10 @@ class RunConfig:
         self.env.validate()
         self.logging.validate()
         self.hacking.validate()
+        self.warmup.validate(self.env.names)
+        self.evaluation.validate()
+        require(0 <= self.min_legal_answers <= 1,
+                f"min_legal_answers must be in [0, 1], got {self.min_legal_answers}")  # fmt: skip
         require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
         self._check_off_policy_correction()
         require(not (self.resume and self.overwrite),

@@ -81,6 +81,10 @@ class Environment:
     """episode metrics (shares in [0, 1]) that rise when a policy escapes the task instead of
     doing it, e.g. games with an invalid move; the reward-hacking monitor watches them"""
 
+    legal_answer_metric: str | None = None
+    """the episode metric (a share in [0, 1]) of the answers the environment could act on, e.g.
+    legal moves; a run whose first batch has almost none stops there (`stop_if_unplayable`)"""
+
     def __init__(
         self,
         dataset: Dataset | Iterable[Mapping[str, Any]],

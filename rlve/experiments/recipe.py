@@ -105,52 +105,36 @@ SFT_FIELDS = ("model", "dtype", "rules", "board", "teacher_noise", "teacher_reas
               "teacher_games", "sft_best_moves_only", "sft_steps", "sft_lr", "sft_batch",
               "min_random_move_prob", "max_random_move_prob",
               "max_tokens_per_microbatch")  # fmt: skip
-"""the sizes the SFT student depends on: with the same ones it is reused"""
+"""the sizes the SFT student depends on (`sft_student` passes each on): with the same ones it is
+reused"""
 
 
 def sft_student(out: Path, size: RecipeSize) -> Path:
-    """Teacher games -> SFT data -> the SFT student's model directory (`out/sft_model`). A
-    student already there made with the same SFT sizes is reused."""
+    """Teacher games -> SFT data -> the SFT student's model directory (`out/sft_model`), by the
+    warm-up a run does (rlve.training.warmup); one made with the same SFT sizes is reused."""
     from rlve.config import TrainerConfig
-    from rlve.models import load_tokenizer
-    from rlve.rollout.records import write_text_atomically
-    from rlve.training.sft import SftSequence, save_examples, sft_warmup, tictactoe_teacher_data
+    from rlve.config.warmup import WarmupConfig
+    from rlve.training.warmup import sft_student as warmed_up
 
-    settings = {name: getattr(size, name) for name in SFT_FIELDS}
-    info_path, model_dir = out / "sft_info.json", out / "sft_model"
-    if info_path.exists() and (model_dir / "config.json").exists():
-        if json.loads(info_path.read_text())["settings"] == settings:
-            print(f"SFT student: {model_dir} (already there)")
-            return model_dir
-    games, summary = tictactoe_teacher_data(
-        load_tokenizer(size.model), size.teacher_games, noise=size.teacher_noise,
-        seed=TEACHER_SEED, min_random_move_prob=size.min_random_move_prob,
-        max_random_move_prob=size.max_random_move_prob, rules=size.rules, board=size.board,
-        best_moves_only=size.sft_best_moves_only, reasons=size.teacher_reasons,
+    trainer = TrainerConfig(model=size.model, dtype=size.dtype,
+                            max_tokens_per_microbatch=size.max_tokens_per_microbatch)  # fmt: skip
+    warmup = WarmupConfig(
+        teacher_games=size.teacher_games, teacher_noise=size.teacher_noise,
+        teacher_reasons=size.teacher_reasons, best_moves_only=size.sft_best_moves_only,
+        steps=size.sft_steps, lr=size.sft_lr, batch_size=size.sft_batch, seed=TEACHER_SEED,
     )  # fmt: skip
-    save_examples(out / "sft_data.jsonl", games)
-    config = TrainerConfig(
-        model=size.model, dtype=size.dtype, lr=size.sft_lr, max_steps=size.sft_steps,
-        lr_schedule="cosine", warmup_steps=max(1, size.sft_steps // 10), seed=TEACHER_SEED,
-        max_tokens_per_microbatch=size.max_tokens_per_microbatch,
-    )  # fmt: skip
-    sequences = [SftSequence.of(g) for g in games]
-    path, losses = sft_warmup(sequences, config, model_dir, size.sft_batch, seed=TEACHER_SEED)
-    info = {"kept_games": len(games), "teacher_reward": summary["reward/mean"],
-            "masked_turns": summary.get("sft/masked_turns", 0.0),
-            "sft_loss_first": losses[0], "sft_loss_last": losses[-1]}  # fmt: skip
-    print(f"teacher (minimax, {size.teacher_noise:.0%} noise): kept {len(games)} of "
-          f"{size.teacher_games} games; SFT {size.sft_steps} steps, loss {losses[0]:.3f} -> "
-          f"{losses[-1]:.3f}; model: {path}")  # fmt: skip
-    write_text_atomically(info_path, json.dumps({**info, "settings": settings}, indent=1))
-    return path
+    env_args = {"rules": size.rules, "board": size.board,
+                "min_random_move_prob": size.min_random_move_prob,
+                "max_random_move_prob": size.max_random_move_prob}  # fmt: skip
+    return warmed_up(out, trainer, warmup, env_args)
 
 
 def rl_overrides(size: RecipeSize) -> tuple[str, ...]:
-    """The recipe's RL run: `+experiment=tictactoe_cispo`, scaled for two CPU cores (the model,
-    seeds and output directory come from the experiment runner)."""
+    """The recipe's RL run: whole-game CISPO against the sampler's log-probs on tic-tac-toe,
+    scaled for two CPU cores; an arm adds its overrides (the model, seeds and output directory
+    come from the experiment runner, its scores from the recipe's own evaluation)."""
     return (
-        "+experiment=tictactoe_cispo",
+        "trainer.old_logprobs=sampler",
         f"trainer.dtype={size.dtype}",
         f"inference.dtype={size.dtype}",
         f"trainer.max_steps={size.rl_steps}",

@@ -80,6 +80,7 @@ class TicTacToeEnv(MultiTurnEnv):
         "game/malformed",
         "game/stated_right_moved_wrong",
     )
+    legal_answer_metric = "game/legal_answers"
 
     invalid_penalty: str = "flat"
     """'flat' or 'per_move' (INVALID_PENALTIES): which invalid moves are credited their penalty
@@ -299,6 +300,7 @@ class TicTacToeEnv(MultiTurnEnv):
             "game/unfinished": float(result is None),
             "game/invalid": float(state.get("invalid_moves", 0) > 0),
             "game/invalid_moves": float(state.get("invalid_moves", 0)),
+            "game/legal_answers": (state["turn"] - state.get("invalid_moves", 0)) / answers,
             "game/mistakes": float(mistake_count(state)),
             "game/regret": float(state.get("regret", 0)),
             **{f"game/{kind}": float(state.get(kind, 0)) for kind in MISTAKE_KINDS},
