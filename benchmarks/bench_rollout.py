@@ -186,7 +186,8 @@ def step_split(model_name: str, async_level: int, steps: int) -> dict[str, float
 
     with tempfile.TemporaryDirectory() as tmp:
         config = load_run_config([
-            "+experiment=tictactoe_cispo", f"trainer.model={model_name}",
+            "+experiment=tictactoe_course", "stop_if_unplayable=false",
+            f"trainer.model={model_name}",
             f"trainer.max_steps={steps}", "rollout.groups_per_step=8", "rollout.max_tokens=48",
             f"rollout.async_level={async_level}", "logging.wandb_mode=disabled",
             "logging.console_every=0", f"output_dir={tmp}/run",

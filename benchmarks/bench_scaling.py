@@ -4,7 +4,7 @@ and training-step time with 1 vs 2 vLLM replicas.
     python benchmarks/bench_scaling.py [--groups 16] [--group-size 8] [--steps 5] [--loop-steps 6]
 
 Part 1 runs the same fixed rollout groups through `Trainer.train_step` (the first step is a
-warm-up and not counted). Part 2 runs `python -m rlve.train +experiment=tictactoe_cispo` with the
+warm-up and not counted). Part 2 runs `python -m rlve.train +experiment=tictactoe_course` with the
 tiny model through real vLLM and reports the median of perf/step_s and perf/generate_s over its
 steps after the first.
 """
@@ -88,7 +88,7 @@ def trainer_ranks(args) -> list[tuple[str, float]]:
 
 def loop_step(replicas: int, steps: int, out: Path) -> tuple[float, float]:
     run_dir = out / f"replicas{replicas}"
-    command = [sys.executable, "-m", "rlve.train", "+experiment=tictactoe_cispo",
+    command = [sys.executable, "-m", "rlve.train", "+experiment=tictactoe_course",
                f"trainer.max_steps={steps}", "trainer.lora.enabled=false",
                "rollout.groups_per_step=16", "rollout.group_size=8", "rollout.async_level=0",
                "rollout.max_tokens=48", "logging.wandb_mode=disabled", "logging.console_every=0",

@@ -4,7 +4,7 @@ every process of the run and the step time after every step, to find anything th
     python benchmarks/bench_soak.py [--steps 300] [--out runs/soak] [--groups 8] [--group-size 4]
     python benchmarks/bench_soak.py --report-only --out runs/soak   # re-read a finished/crashed run
 
-The run is `train()` of `+experiment=tictactoe_cispo` in this process (real vLLM, LoRA, one step
+The run is `train()` of `+experiment=tictactoe_course` in this process (real vLLM, LoRA, one step
 off-policy, a checkpoint every `--save-every` steps). After every step the `on_step` callback
 samples, through psutil (/proc), the main process and all its descendants (vLLM's EngineCore,
 multiprocessing's resource tracker, anything else): RSS, USS (private) and PSS; and of the main
@@ -151,7 +151,8 @@ class SoakRecorder:
 
 
 def run_overrides(args) -> list[str]:
-    return ["+experiment=tictactoe_cispo", "rollout.engine=vllm", f"trainer.model={args.model}",
+    return ["+experiment=tictactoe_course", "stop_if_unplayable=false",
+            "rollout.engine=vllm", f"trainer.model={args.model}",
             f"trainer.max_steps={args.steps}", f"rollout.groups_per_step={args.groups}",
             f"rollout.group_size={args.group_size}", f"rollout.max_tokens={args.max_tokens}",
             f"env.args.tictactoe.max_turns={args.max_turns}",

@@ -2,7 +2,7 @@
 environments, vLLM's start, the first weight push. Each part alone, one after another, as
 `rlve.loop.train` does them.
 
-    python benchmarks/bench_startup.py [--model tiny] [--experiment tictactoe_cispo] [OVERRIDE ...]
+    python benchmarks/bench_startup.py [--model tiny] [--experiment tictactoe_course] [OVERRIDE ...]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import replace
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="tiny")
-    parser.add_argument("--experiment", default="tictactoe_cispo")
+    parser.add_argument("--experiment", default="tictactoe_course")
     parser.add_argument(
         "overrides", nargs="*", help="config overrides, e.g. inference.enforce_eager=true"
     )

@@ -23,7 +23,8 @@ def mean_step(overrides: list[str], async_level: int, steps: int) -> dict[str, f
 
     with tempfile.TemporaryDirectory() as tmp:
         config = load_run_config([
-            "+experiment=tictactoe_cispo", f"trainer.max_steps={steps}",
+            "+experiment=tictactoe_course", "stop_if_unplayable=false",
+            f"trainer.max_steps={steps}",
             "rollout.groups_per_step=8", "rollout.max_tokens=48",
             f"rollout.async_level={async_level}", "logging.wandb_mode=disabled",
             "logging.console_every=0", f"output_dir={tmp}/run", *overrides,

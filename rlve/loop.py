@@ -48,14 +48,18 @@ from rlve.training.allocator import keep_freed_memory
 from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
 from rlve.training.hacking_monitor import HackingMonitor, RewardHackingSuspected
 from rlve.training.metrics_logger import MetricsLogger
+from rlve.training.playability import check_playable
+from rlve.training.run_evaluation import EVALUATION_FILE, evaluate_stage
 from rlve.training.trainer import Trainer
+from rlve.training.warmup import mark_trained_on, needs_warmup, sft_student
 from rlve.types import RolloutGroup
 
 log = logging.getLogger(__name__)
 
 CHECKPOINTS = "checkpoints"
-RUN_OUTPUTS = (CHECKPOINTS, "metrics.jsonl", "samples", "model")
-"""what a run writes into output_dir; a fresh run refuses to start over them without overwrite"""
+RUN_OUTPUTS = (CHECKPOINTS, "metrics.jsonl", "samples", "model", EVALUATION_FILE)
+"""what a run writes into output_dir; a fresh run refuses to start over them without overwrite
+(the warm-up's sft_model/ is not among them: the same warm-up settings reuse it)"""
 
 BATCH_TIMEOUT_S = 3600.0
 """longest wait for one step's rollouts before the run stops with an error (never hang)"""
@@ -206,7 +210,8 @@ def train(
     run_dir = Path(config.output_dir)
     if not world.is_main:
         latest = world.broadcast(None)
-        trainer = Trainer(replace(config.trainer, device=device), world)
+        model = world.broadcast(None)  # rank 0's, after its warm-up
+        trainer = Trainer(replace(config.trainer, device=device, model=model), world)
         if latest:
             trainer.resume(latest)
         follow(trainer, world)
@@ -214,8 +219,13 @@ def train(
     try:
         with run_guard(run_dir):  # one run per directory; its processes end with it
             latest = world.broadcast(_checkpoint_to_resume(config, run_dir))
+            asked = config.trainer.model
+            if needs_warmup(config.warmup, asked):
+                config = _warm_up(config, run_dir, device)
+            world.broadcast(config.trainer.model)
             trainer = Trainer(replace(config.trainer, device=device), world)
-            _drive(config, Crew(trainer, world), latest, run_dir, on_step, on_start, engine)
+            _drive(config, Crew(trainer, world), latest, run_dir, on_step, on_start, engine,
+                   asked)  # fmt: skip
     finally:
         # a given engine ends with the run even if it failed before _drive took it (when _drive
         # did, it is shut down already, and a second shutdown does nothing)
@@ -224,8 +234,18 @@ def train(
     return run_dir
 
 
-def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> None:
-    """Rank 0's part: environments, engine, logger, the loop, the export."""
+def _warm_up(config: RunConfig, run_dir: Path, device) -> RunConfig:
+    """`config` starting from the SFT student the warm-up makes (or made) in run_dir."""
+    env_args = {**config.env.default_args, **config.env.args.get("tictactoe", {})}
+    log.info("warm-up: SFT of %s on a noisy minimax teacher's games", config.trainer.model)
+    model = sft_student(run_dir, replace(config.trainer, device=str(device)), config.warmup,
+                        env_args)  # fmt: skip
+    return replace(config, trainer=replace(config.trainer, model=str(model)))
+
+
+def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=None):
+    """Rank 0's part: environments, engine, logger, the loop, the export. `asked`: the model
+    the command line named (the run trains the warm-up's SFT student of it where they differ)."""
     trainer = crew.trainer
     if crew.world.sharded:  # torchrun stops every rank when one fails: shut the engine down first
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -277,8 +297,22 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
             engine.push_weights(crew.weights_for_inference(), trainer.version)
         if on_start is not None:
             on_start(trainer, engine)
-        _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch, monitor)
+
+        def first_batch(metrics: dict[str, float]) -> None:
+            """Before the first optimizer step: stop a model that cannot play, or evaluate it."""
+            if config.stop_if_unplayable:
+                model = asked or config.trainer.model
+                check_playable(metrics, envs, model, config.min_legal_answers,
+                               warmed_up=model != config.trainer.model)  # fmt: skip
+            if config.evaluation.games:
+                evaluate_stage(config, engine, run_dir, "start")
+
+        _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch, monitor,
+              first_batch)  # fmt: skip
+        if config.evaluation.games:
+            evaluate_stage(config, engine, run_dir, "end")
         crew.export(str(run_dir / "model"))
+        mark_trained_on(run_dir / "model", list(envs), config.trainer.model)
         crew.dismiss()
     except Exception as error:
         last = intact_checkpoint_for_errors(str(checkpoints))
@@ -295,10 +329,20 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None) -> Non
 
 
 def _loop(
-    config, crew, engine, collector, logger, checkpoints, on_step, next_batch, monitor
+    config,
+    crew,
+    engine,
+    collector,
+    logger,
+    checkpoints,
+    on_step,
+    next_batch,
+    monitor,
+    first_batch=None,
 ) -> None:
     """`next_batch`: the batch a resumed async run had already generated (exact resume);
-    `monitor`: the reward-hacking monitor, or None."""
+    `monitor`: the reward-hacking monitor, or None; `first_batch(metrics)`: called on a fresh
+    run's first batch before its optimizer step (it raises to stop the run)."""
     trainer = crew.trainer
     async_level = config.rollout.async_level
     serves_trainer = isinstance(engine, ServingEngine)
@@ -313,6 +357,8 @@ def _loop(
             if async_level == 1:
                 pending = collector.submit()  # generates step n+1 while step n trains
             metrics = step_metrics(batch, collector.sampler, waited_s)
+            if trainer.step == 0 and first_batch is not None:
+                first_batch(metrics)
             groups = batch.groups
             if serves_trainer:  # its weights come from this trainer: check the lag
                 metrics.update(weight_lag(groups, trainer.version))

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlve.config import RunConfig
 from rlve.distributed.world import World, close_world
 from rlve.loop import train
+from rlve.training.playability import ModelCannotPlay
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 """the Hydra configs; shipped inside the package (`configs/` at the repository root links here)"""
@@ -28,9 +29,23 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CONFIG_GROUPS = ("model", "algorithm", "env", "experiment")
 
 
+def has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def cpu_or_gpu(on_cpu: Any, on_gpu: Any) -> Any:
+    """`${cpu_or_gpu:A,B}` in a config: A on a machine without CUDA, B with it (the experiment
+    configs' sizes for each)."""
+    return on_gpu if has_cuda() else on_cpu
+
+
 def register_configs() -> None:
-    """Make `RunConfig` the schema Hydra validates `configs/config.yaml` against."""
+    """Make `RunConfig` the schema Hydra validates `configs/config.yaml` against, and
+    `${cpu_or_gpu:A,B}` known to it."""
     ConfigStore.instance().store(name="rlve_schema", node=RunConfig)
+    OmegaConf.register_new_resolver("cpu_or_gpu", cpu_or_gpu, replace=True)
 
 
 def check_override_keys(overrides: list[str]) -> None:
@@ -75,10 +90,17 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     config: RunConfig = OmegaConf.to_object(cfg)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if World.from_env().is_main:
+        from rlve.models.precision import this_cpu_kind
+        from rlve.training.run_plan import plan
+
+        print(plan(config, has_cuda(), this_cpu_kind()), flush=True)
     try:
         run_dir = train(config)
     except KeyboardInterrupt:
         sys.exit(130)
+    except ModelCannotPlay as error:
+        sys.exit(f"error: {error}")
     finally:
         close_world()
     if not World.from_env().is_main:

@@ -12,7 +12,7 @@ from rlve.train import load_run_config
 from rlve.training.hacking_monitor import RewardHackingSuspected
 
 FAST = [
-    "+experiment=tictactoe_cispo",
+    "+experiment=tictactoe_course",
     "rollout.engine=scripted",
     "rollout.scripted_policy=rlve.envs.tictactoe:random_policy",
     "rollout.groups_per_step=3",

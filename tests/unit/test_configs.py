@@ -29,8 +29,8 @@ def test_every_model_config_names_a_model(model):
     assert load_run_config([f"model={model}"]).trainer.model
 
 
-def test_the_tictactoe_recipe_settings():
-    config = load_run_config(["+experiment=tictactoe_cispo"])
+def test_the_course_s_tictactoe_settings():
+    config = load_run_config(["+experiment=tictactoe_course"])
     args = config.env.args["tictactoe"]
     assert (args["min_random_move_prob"], args["max_random_move_prob"], args["max_turns"]) == (
         0.2, 0.7, 7,
@@ -94,8 +94,8 @@ def test_tis_against_the_sampler_when_the_ratio_already_is_is_refused():
 
 def test_a_position_baseline_without_turn_credit_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="turn_baseline=position .* needs trainer.credit=turn"):
-        load_run_config(["+experiment=tictactoe_cispo", "trainer.turn_baseline=position"])
-    config = load_run_config(["+experiment=tictactoe_cispo", "trainer.turn_baseline=position",
+        load_run_config(["+experiment=tictactoe_course", "trainer.turn_baseline=position"])
+    config = load_run_config(["+experiment=tictactoe_course", "trainer.turn_baseline=position",
                               "trainer.credit=turn"])  # fmt: skip
     assert config.trainer.turn_baseline == "position"
 

@@ -33,9 +33,9 @@ def test_the_loop_keeps_vllms_binding_when_sampling_overlaps_training():
     from rlve.loop import engine_settings
     from rlve.train import load_run_config
 
-    overlapping = load_run_config(["+experiment=tictactoe_cispo", "rollout.async_level=1"])
+    overlapping = load_run_config(["+experiment=tictactoe_course", "rollout.async_level=1"])
     assert engine_settings(overlapping).cpu_cores == "vllm"
-    alternating = load_run_config(["+experiment=tictactoe_cispo", "rollout.async_level=0"])
+    alternating = load_run_config(["+experiment=tictactoe_course", "rollout.async_level=0"])
     assert engine_settings(alternating).cpu_cores == "auto"
-    chosen = load_run_config(["+experiment=tictactoe_cispo", "inference.cpu_cores=0"])
+    chosen = load_run_config(["+experiment=tictactoe_course", "inference.cpu_cores=0"])
     assert engine_settings(chosen).cpu_cores == "0"

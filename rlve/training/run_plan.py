@@ -1,0 +1,75 @@
+"""What `python -m rlve.train` says before it starts: the model and whether it is warmed up
+first, the environments, the sizes, the device and dtype, the evaluation, and the time the run
+took on this kind of CPU where it was measured at these sizes."""
+
+from __future__ import annotations
+
+import os
+
+from rlve.config import RunConfig
+from rlve.training.warmup import needs_warmup, trained_on
+
+HEADLINE_SIZES = ("smollm2-135m", 30, 6, 8, 8, 200)
+"""`+experiment=tictactoe_cispo` on a CPU: model, warm-up steps, RL steps, problems a step,
+rollouts a problem, evaluation games (plan_key)"""
+MINUTES = {
+    (HEADLINE_SIZES, "AVX2"): (
+        "about 70 minutes (measured on two cores: docs/results.md, \"The headline command\")"),
+    (HEADLINE_SIZES, "AVX512-BF16"): (
+        "about 20 minutes (estimated from make demo's 22:25 at the same sizes on two cores, "
+        "which also plays the baselines and the teacher)"),
+}  # fmt: skip
+"""the run's time by (plan_key, CPU kind), where measured or estimated from a measurement"""
+
+
+def plan_key(config: RunConfig) -> tuple:
+    """The sizes that decide how long a run takes (what MINUTES is keyed by)."""
+    warmup = config.warmup.steps if needs_warmup(config.warmup, config.trainer.model) else 0
+    r = config.rollout
+    return (config.trainer.model, warmup, config.trainer.max_steps, r.groups_per_step,
+            r.group_size, config.evaluation.games)  # fmt: skip
+
+
+def device_of(config: RunConfig, cuda: bool) -> str:
+    """The trainer's device as the run will resolve it ("auto": a GPU where there is one)."""
+    device = config.trainer.device
+    return ("cuda" if cuda else "cpu") if device == "auto" else device
+
+
+def plan(config: RunConfig, cuda: bool, cpu_kind: str) -> str:
+    """The lines printed before a run starts."""
+    from rlve.models.precision import resolve_dtype
+
+    t, r, w = config.trainer, config.rollout, config.warmup
+    device = device_of(config, cuda)
+    lines = [f"run {config.run_name!r} -> {config.output_dir}"]
+    if needs_warmup(w, t.model):
+        lines.append(
+            f"model: {t.model}, warmed up first (warmup.when={w.when}): a noisy minimax teacher "
+            f"({w.teacher_noise:.0%} random moves) plays {w.teacher_games} games, {w.steps} SFT "
+            f"steps on the won and drawn ones -> {config.output_dir}/sft_model (reused on resume)"
+        )
+    else:
+        seen = trained_on(t.model)
+        why = f"already trained on {seen}" if seen else f"warmup.when={w.when}"
+        lines.append(f"model: {t.model} ({why})")
+    for name in config.env.names:
+        args = {**config.env.default_args, **config.env.args.get(name, {})}
+        shown = ", ".join(f"{k}={v}" for k, v in args.items() if k != "num_groups")
+        lines.append(f"environment: {name}" + (f" ({shown})" if shown else ""))
+    lines.append(
+        f"RL: {t.max_steps} steps of {r.groups_per_step} problems x {r.group_size} rollouts "
+        f"({r.groups_per_step * r.group_size} episodes a step), loss {t.loss}, credit {t.credit}, "
+        f"lr {t.lr}, {'LoRA' if t.lora.enabled else 'full fine-tuning'}, async_level "
+        f"{r.async_level}"
+    )
+    where = "vLLM on " + (f"GPUs {config.inference.gpus}" if cuda else "the CPU")
+    lines.append(f"device: trainer on {device}, {where}; dtype {resolve_dtype(t.dtype, device)}")
+    e = config.evaluation
+    if e.games:
+        lines.append(f"evaluation: {e.games} games before the first step and after the last"
+                     + (f" with {e.env_args}" if e.env_args else ""))  # fmt: skip
+    if not cuda:
+        minutes = MINUTES.get((plan_key(config), cpu_kind), "not measured at these sizes")
+        lines.append(f"time on this CPU ({cpu_kind}, {os.cpu_count()} cores): {minutes}")
+    return "\n".join("plan: " + line for line in lines)
