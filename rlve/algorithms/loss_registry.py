@@ -10,7 +10,10 @@ with `@register_loss`, which says
   `sequence_ids` and `length_norm`: it is given those and no others.
 
 `trainer.loss` names a registered loss ("cispo") or a function by import path
-("my_package.losses:my_loss"), which must itself be decorated:
+("my_package.losses:my_loss"), which must itself be decorated (tests/unit/test_loss_registry.py
+runs this example as a module of its own):
+
+    import torch
 
     from rlve.algorithms import LossTerms, register_loss, token_mean
 

@@ -8,11 +8,21 @@
     python -m rlve.experiments.env_scaling screen --start worked  # the worked-problem start (below)
     python -m rlve.experiments.env_scaling run --start worked --arms C1 C64  # its arms
 
+Where things go: every stage writes under `--out` (default runs/env_scaling; runs/env_scaling/
+worked with `--start worked`): the starting model, `screening.json`, `split.json`, `power.json`,
+and each arm's runs, table and plots under `<out>/<reward>`. `--results DIR` puts the three json
+files in DIR instead (DIR/worked for the worked start). The screening and split of the reported
+results are committed in COMMITTED (docs/results/env_scaling, and its worked/): `split`, `power`
+and `run` read them there when `--results` is not given and `--out` has none of its own, so
+`run` trains on the committed split by default. `--results docs/results/env_scaling` writes
+there instead: `screen`, `split` and `power` then OVERWRITE the committed files (only to remake
+them on purpose); `run` only reads there.
+
 1. **The starting model**: SmolLM2-135M-Instruct after a short SFT on the `<answer>` contract,
    on reference answers of FORMAT_ENVS only. Those are never candidates, so no warm-up data
    comes from a held-out environment, and the warm-up is the same for every arm. With
    `--start worked`, the warm-up of rlve.experiments.worked_start instead (worked problems of every
-   candidate the rule cannot hold out), its files under `<results>/worked` and `<out>/worked`.
+   candidate the rule cannot hold out), its files under `<out>/worked` (and `<results>/worked`).
 2. **Screening**: for each candidate (every environment of the three families but FORMAT_ENVS,
    in an order shuffled once with SCREEN_SEED, so that `--limit` screens a random subset), the
    starting model's accuracy and format at levels 0-2 on SCREEN_PROBLEMS fresh problems each,
@@ -65,6 +75,11 @@ ID_ENVS = 8
 SCORE_EVERY = 4
 PER_CELL_CHOICES = (8, 16, 32, 64)
 """held-out problems a (environment, level) cell that the power stage weighs"""
+OUT = Path("runs/env_scaling")
+"""where every stage writes by default (`--out`)"""
+COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "results" / "env_scaling"
+"""the committed screening.json and split.json of the reported runs: read where `--out` has none
+and `--results` is not given, never written unless `--results` names this directory"""
 
 
 def format_model(out: Path, model: str = MODEL) -> Path:
@@ -220,16 +235,17 @@ def write_paired(results, out: Path) -> None:
     print(f"held-out accuracy, {arms[-1]} against {arms[0]} problem by problem:\n{table}")
 
 
-def print_power(results: Path, runs: Path, seeds: list[int]) -> None:
-    """The power calculation (rlve.experiments.scaling_power) for the split in `results`: from the
+def print_power(inputs: Path, results: Path, runs: Path, seeds: list[int]) -> None:
+    """The power calculation (rlve.experiments.scaling_power) for the split in `inputs`: from the
     screening's accuracies, and from the finished runs in `runs` where any kept per-problem
-    outcomes (their first arm against their last, seed by seed)."""
+    outcomes (their first arm against their last, seed by seed); written to
+    `results/power.json`."""
     from rlve.experiments.experiment import RunResult
     from rlve.experiments.scaling_power import held_out_chances, paired_variances, power_rows
     from rlve.rollout.records import write_text_atomically
 
-    stored = json.loads((results / "split.json").read_text())
-    accuracy = {r.name: r.accuracy for r in read_screening(results / "screening.json").values()}
+    stored = json.loads((inputs / "split.json").read_text())
+    accuracy = {r.name: r.accuracy for r in read_screening(inputs / "screening.json").values()}
     chances = held_out_chances(accuracy, stored["held_out"], EVAL_LEVELS)
     found = {}
     arms = [f"C{size}" for size in stored["collections"]]
@@ -252,14 +268,30 @@ def print_power(results: Path, runs: Path, seeds: list[int]) -> None:
     print("\n".join(lines))
 
 
-def main(argv: list[str] | None = None) -> None:
+def input_dir(args: argparse.Namespace, name: str) -> Path:
+    """Where a stage reads `name` (screening.json or split.json): `args.results`, or the committed
+    copy (COMMITTED, worked/ for the worked start) when `--results` was not given and
+    `args.results` has no `name`."""
+    committed = COMMITTED / "worked" if args.start == "worked" else COMMITTED
+    if args.results_given or (args.results / name).exists() or not (committed / name).exists():
+        return args.results
+    print(f"reading the committed {committed / name} ({args.results} has no {name})")
+    return committed
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("stage", choices=("screen", "split", "power", "run"))
-    parser.add_argument("--out", type=Path, default=Path("runs/env_scaling"))
-    parser.add_argument("--results", type=Path, default=Path("docs/results/env_scaling"),
-                        help="where screening.json and split.json are kept")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help=f"where every stage writes (default {OUT}; <out>/worked with "
+                        "--start worked)")  # fmt: skip
+    parser.add_argument("--results", type=Path, default=None,
+                        help="where screening.json, split.json and power.json are written and "
+                        "read (default: --out, reading the committed docs/results/env_scaling "
+                        "where --out has none). `--results docs/results/env_scaling` "
+                        "OVERWRITES the committed files")  # fmt: skip
     parser.add_argument("--limit", type=int, help="screen the first N candidates only")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--model", default=MODEL,
@@ -274,9 +306,23 @@ def main(argv: list[str] | None = None) -> None:
                         help="run: only these collections (C1 C64 ...); default: all")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="run: train nothing, tabulate and plot the finished runs")  # fmt: skip
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments, with `results` defaulted to `out` and both in worked/ for that start."""
     args = parser.parse_args(argv)
+    args.results_given = args.results is not None
+    if not args.results_given:
+        args.results = args.out
     if args.start == "worked":
         args.results, args.out = args.results / "worked", args.out / "worked"
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parse_args(parser, argv)
     args.results.mkdir(parents=True, exist_ok=True)
     if args.stage == "run":
         from omegaconf import OmegaConf
@@ -284,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
         from rlve.experiments.experiment import run_experiment, scores_table
         from rlve.experiments.scaling_plot import plot_by_environment, plot_env_scaling
 
-        split_file = args.results / "split.json"
+        split_file = input_dir(args, "split.json") / "split.json"
         if not split_file.exists():
             parser.error(f"no {split_file}: run the screen and split stages first")
         stored = json.loads(split_file.read_text())
@@ -299,11 +345,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"wrote {bars}")
         return
     if args.stage == "power":
-        return print_power(args.results, args.out / args.reward, args.seeds)
+        inputs = input_dir(args, "split.json")
+        return print_power(inputs, args.results, args.out / args.reward, args.seeds)
     if args.stage == "split":
-        records = read_screening(args.results / "screening.json")
+        records = read_screening(input_dir(args, "screening.json") / "screening.json")
         if not records:
-            parser.error(f"no screening in {args.results}: run the screen stage first")
+            parser.error(f"no screening.json in {args.results}: run the screen stage first")
         if args.start == "worked":
             from rlve.experiments.worked_start import worked_split
 

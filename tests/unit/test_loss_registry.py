@@ -47,3 +47,32 @@ def test_bad_registrations_are_refused_by_name():
         register_loss(aggregation="token", uses=("num_tokens",))(lambda *tensors: None)
     with pytest.raises(ValueError, match="a loss named 'cispo' is registered already"):
         register_loss("cispo", aggregation="token")(lambda *tensors: None)
+
+
+def test_the_docstring_example_runs_as_a_module_and_computes_reinforce(tmp_path, monkeypatch):
+    """rlve/algorithms/loss_registry.py's example (CONTRIBUTING.md points to it), written to a
+    module of its own and found by import path as `trainer.loss=module:function` finds it."""
+    import sys
+    import textwrap
+
+    from rlve.algorithms import loss_registry
+
+    doc = loss_registry.__doc__
+    example = textwrap.dedent(doc[doc.index("\n    import torch") :])
+    (tmp_path / "docs_example_losses.py").write_text(example)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "docs_example_losses", raising=False)
+    loss = find_loss("docs_example_losses:reinforce")
+    assert (loss.aggregation, loss.uses) == ("token", ("num_tokens",))
+
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -4.0]], requires_grad=True)
+    advantages = torch.tensor([[1.0, 1.0], [-2.0, -2.0]])
+    mask = torch.tensor([[True, True], [True, False]])
+    terms = loss(logp, logp.detach(), advantages, mask, torch.ones(2, 2), eps_low=0.2,
+                 eps_high=0.28, is_cap=5.0, num_tokens=3, sequence_ids=None)  # fmt: skip
+    # -A * logp over the 3 masked tokens: (1 * 1 + 1 * 2 - 2 * 0.5) / 3 = 2/3; the 4th is masked
+    assert terms.loss.item() == pytest.approx(2 / 3)
+    terms.loss.backward()  # d/dlogp = -A / 3 where masked
+    assert logp.grad.flatten().tolist() == pytest.approx([-1 / 3, -1 / 3, 2 / 3, 0.0])
+    assert not terms.clipped_low.any() and not terms.clipped_high.any()
+    monkeypatch.delitem(sys.modules, "docs_example_losses")

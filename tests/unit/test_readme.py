@@ -29,3 +29,15 @@ def test_examples_run_and_their_commented_values_hold(name):
                 assert eval(match.group(1), namespace) == pytest.approx(float(match.group(2)))
                 checked += 1
     assert checked, f"{name}: no `result.summary[...]  # value` line was checked"
+
+
+def test_the_trajectory_the_readme_describes_has_the_fields_it_names():
+    """The README's `# a Trajectory: prompt, completion, ...` comment names real fields."""
+    from dataclasses import fields
+
+    from rlve.types import Trajectory
+
+    match = re.search(r"# a Trajectory: (.+)$", (ROOT / "README.md").read_text(), re.MULTILINE)
+    named = [name.strip() for name in match.group(1).split(",")]
+    assert named == ["prompt", "completion", "reward", "metrics", "stop_reason"]
+    assert set(named) <= {f.name for f in fields(Trajectory)}
