@@ -77,8 +77,9 @@ CHECKED = [c for c in COMMANDS if (c[0].split(":")[0], c[2].strip()) not in EXCE
 
 def test_the_commands_are_found_in_code_blocks_and_inline():
     training = [where for where, *_ in COMMANDS if where.startswith("docs/training.md:")]
-    # the recipe and its --cfg job, the CPU run, torchrun (inline), RLVE gym, the fading hints
-    assert len(training) == 6
+    # the recipe and its --cfg job, the CPU run, torchrun (inline), RLVE gym, the fading hints,
+    # and the headline section's inline mention of the command and its plain-board override
+    assert len(training) == 7
     assert any(where.startswith("README.md:") for where, *_ in COMMANDS)  # the map of the code
     assert len(COMMANDS) - len(CHECKED) == len(EXCEPTIONS)  # each exception is still in a doc
 
@@ -86,8 +87,8 @@ def test_the_commands_are_found_in_code_blocks_and_inline():
 def test_a_command_s_continuation_lines_and_flags_are_read():
     path = ROOT / "docs" / "training.md"
     cpu = next(rest for _, _, rest in train_commands(path) if "trainer.max_steps=5" in rest)
-    assert overrides(cpu) == ["+experiment=tictactoe_cispo", "trainer.max_steps=5",
-                              "rollout.groups_per_step=8", "rollout.max_tokens=48",
+    assert overrides(cpu) == ["+experiment=tictactoe_course", "stop_if_unplayable=false",
+                              "trainer.max_steps=5", "rollout.groups_per_step=8", "rollout.max_tokens=48",
                               "output_dir=runs/cpu"]  # fmt: skip
     assert overrides(" +experiment=tictactoe_cispo --cfg job  # print") == [
         "+experiment=tictactoe_cispo"
