@@ -44,6 +44,7 @@ from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.summary import summarize, weight_lag, within_lag
+from rlve.sync.placement import place_run
 from rlve.training.allocator import keep_freed_memory
 from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
 from rlve.training.hacking_monitor import HackingMonitor, RewardHackingSuspected
@@ -203,6 +204,13 @@ def train(
     shuts it down at the end, as it does with an engine of its own (but its processes, started
     outside the run, are not among those the run's watchdog ends if this process is killed).
     """
+    config = place_run(config)
+    log.info(
+        "placed: trainer.device=%s inference.gpus=%s inference.gpu_memory_utilization=%s",
+        config.trainer.device,
+        config.inference.gpus,
+        config.inference.gpu_memory_utilization,
+    )
     config.validate()
     world, device = init_world(config.trainer.device)
     if config.trainer.cpu_keep_freed_memory and str(device).startswith("cpu"):

@@ -30,9 +30,10 @@ CONFIG_GROUPS = ("model", "algorithm", "env", "experiment")
 
 
 def has_cuda() -> bool:
-    import torch
+    """Whether this machine has a GPU for the run (counted without starting CUDA here)."""
+    from rlve.sync.placement import gpu_count
 
-    return torch.cuda.is_available()
+    return gpu_count() > 0
 
 
 def cpu_or_gpu(on_cpu: Any, on_gpu: Any) -> Any:
@@ -92,9 +93,10 @@ def main(cfg: DictConfig) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if World.from_env().is_main:
         from rlve.models.precision import this_cpu_kind
+        from rlve.sync.placement import gpu_count
         from rlve.training.run_plan import plan
 
-        print(plan(config, has_cuda(), this_cpu_kind()), flush=True)
+        print(plan(config, gpu_count(), this_cpu_kind()), flush=True)
     try:
         run_dir = train(config)
     except KeyboardInterrupt:

@@ -12,8 +12,10 @@
 # CUDA (sdpa, and flash-attention-2 when flash-attn is installed), the fused element-wise kernels
 # (torch.compile, and liger-kernel when installed). With a CUDA build of vLLM
 # (`pip install -e '.[gpu]'`) also a real engine on GPU 0 that takes a push and serves the
-# trainer's log-probs, and the worker's GPU memory during a push (bench_push_memory.py); without
-# one those are skipped, each with a line saying so. Under 10 minutes on one GPU.
+# trainer's log-probs, a two-step run shown one GPU (`trainer.device=auto` puts the trainer
+# beside vLLM, which takes 40% of it), and the worker's GPU memory during a push
+# (bench_push_memory.py); without one those are skipped, each with a line saying so. Under 10
+# minutes on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}

@@ -16,6 +16,7 @@ from rlve.config.trainer import DTYPES
 from rlve.envs import load_environment
 from rlve.envs.tictactoe.prompts import BOARDS
 from rlve.models import load_tokenizer
+from rlve.sync.placement import resolve_device
 from rlve.training.sft import (
     load_examples,
     save_examples,
@@ -81,7 +82,7 @@ def warmup_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--lora-rank", type=int, default=0, help="0: full fine-tuning")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="auto", help="trainer.device: auto = a GPU if any")
     parser.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -96,8 +97,9 @@ def warmup_main(argv: list[str] | None = None) -> None:
     examples = load_examples(args.data)
     config = TrainerConfig(
         model=args.model, lr=args.lr, max_steps=args.steps, lr_schedule="cosine",
-        warmup_steps=max(1, args.steps // 10), device=args.device, dtype=args.dtype,
-        seed=args.seed, lora=LoraConfig(enabled=args.lora_rank > 0, rank=max(args.lora_rank, 1)),
+        warmup_steps=max(1, args.steps // 10), device=resolve_device(args.device),
+        dtype=args.dtype, seed=args.seed,
+        lora=LoraConfig(enabled=args.lora_rank > 0, rank=max(args.lora_rank, 1)),
     )  # fmt: skip
     config.validate()
     settings = {"trainer": asdict(config), "data": args.data, "examples": len(examples),

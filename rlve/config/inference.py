@@ -19,8 +19,11 @@ class InferenceConfig:
     samples twice as fast on the CPU, its log-probs a few hundredths off (docs/benchmarks.md)"""
     max_model_len: int = 2048
     """longest sequence (prompt + completion) the engine accepts"""
-    gpu_memory_utilization: float = 0.2
-    """share of GPU memory for weights + KV cache (on CPU vLLM reads it as a share of RAM)"""
+    gpu_memory_utilization: float | None = None
+    """share of each of vLLM's GPUs for its weights + KV cache, in (0, 1] (on the CPU vLLM reserves
+    that share of RAM); None = by the layout (rlve/sync/placement.py): 0.4 on a GPU shared with
+    the trainer, 0.8 on GPUs of its own, 0.2 on the CPU; an engine started outside a run (e.g.
+    `rlve-eval`) takes 0.4 on a GPU, as it may share it"""
     cpu_kv_cache_gib: int = 1
     """KV cache size on CPU, whole GiB (sets VLLM_CPU_KVCACHE_SPACE)"""
     cpu_cores: str = "auto"
@@ -50,8 +53,8 @@ class InferenceConfig:
     gpus: list[int] | None = None
     """GPUs vLLM runs on, numbered like the trainer's `cuda:N` (e.g. [0] with trainer.device
     cuda:1): `replicas` x `tensor_parallel_size` of them, replica i on the i-th run of
-    `tensor_parallel_size`; None = the first `tensor_parallel_size` GPUs (one replica) or the
-    CPU"""
+    `tensor_parallel_size`; None = the first `tensor_parallel_size` GPUs (one replica; GPU 0, where
+    `trainer.device=auto` puts the trainer beside it on one GPU and on GPU 1 on two) or the CPU"""
     request_timeout_s: float = 600.0
     """longest wait for one generation (past it, or when the request fails, its episode ends as
     'engine_error', a fault: faults/engine_error) and for each part of a weight push"""
@@ -67,10 +70,9 @@ class InferenceConfig:
     (broadcast GPU to GPU; the trainer on its own GPU) or "gloo" (broadcast through CPU memory)"""
 
     def __post_init__(self):  # checked when built: VLLMEngine takes one directly
-        require(
-            0 < self.gpu_memory_utilization <= 1,
-            f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
-        )
+        share = self.gpu_memory_utilization
+        require(share is None or 0 < share <= 1,
+                f"gpu_memory_utilization must be in (0, 1] or null, got {share}")  # fmt: skip
         require(
             isinstance(self.cpu_kv_cache_gib, int) and self.cpu_kv_cache_gib >= 1,
             f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib!r}",

@@ -11,7 +11,7 @@ from rlve.config.checks import is_int, require, require_choice
 from rlve.config.inference import InferenceConfig
 from rlve.config.trainer import TrainerConfig
 from rlve.config.warmup import EvaluationConfig, WarmupConfig
-from rlve.sync.placement import check_placement, check_remote_placement
+from rlve.sync.placement import check_placement, check_remote_placement, place_run
 
 ASYNC_LEVELS = (0, 1)
 ENGINES = ("vllm", "scripted")
@@ -275,11 +275,12 @@ class RunConfig:
         self._check_off_policy_correction()
         require(not (self.resume and self.overwrite),
                 "resume=true and overwrite=true contradict each other: choose one")  # fmt: skip
-        i = self.inference
+        placed = place_run(self)  # "auto" as this machine resolves it at start
+        i = placed.inference
         if self.rollout.engine == "vllm" and i.servers:
-            check_remote_placement(self.trainer.device, i.weight_transport)
+            check_remote_placement(placed.trainer.device, i.weight_transport)
         elif self.rollout.engine == "vllm":
-            check_placement(self.trainer.device, i.gpus, i.tensor_parallel_size,
+            check_placement(placed.trainer.device, i.gpus, i.tensor_parallel_size,
                             i.weight_transport, i.gpu_memory_utilization, i.replicas,
                             int(os.environ.get("LOCAL_WORLD_SIZE", "1")))  # fmt: skip
 

@@ -59,8 +59,11 @@ class TrainerConfig:
     under bf16 autocast (under torchrun: FSDP2 gathers them in bf16 and reduces gradients in
     fp32); LoRA keeps the frozen base in bf16 and the adapters in float32. Log-probs are always
     float32"""
-    device: str = "cpu"
-    """torch device of the trainer, e.g. "cpu" or "cuda:1\""""
+    device: str = "auto"
+    """torch device of the trainer: "cpu", "cuda:N", "cuda" (under torchrun: rank r on cuda:r) or
+    "auto": the CPU without a GPU; with GPUs, in a run the first GPU vLLM leaves free (GPU 1 of
+    two), on one GPU vLLM's own, shared (under torchrun "cuda"), and outside a run (SFT) the
+    current GPU. Resolved at start and logged (rlve/sync/placement.py)"""
     cpu_threads: int | None = None
     """torch threads of a trainer on the CPU (torch.set_num_threads); None = torch's default,
     one per core, also those vLLM runs on (docs/benchmarks.md "Threads" measures the split)"""

@@ -224,10 +224,11 @@ def main(argv: list[str] | None = None) -> None:
     from rlve.config import TrainerConfig
     from rlve.experiments.seed_spread import plot_arms
     from rlve.models.precision import resolve_dtype
+    from rlve.sync.placement import resolve_device
 
     setup = SETUPS[args.setup]
     # "auto" made concrete, so the stored settings say which dtype the warm-up ran in
-    setup = replace(setup, dtype=resolve_dtype(setup.dtype, TrainerConfig().device))
+    setup = replace(setup, dtype=resolve_dtype(setup.dtype, resolve_device(TrainerConfig().device)))
     default_out = "runs/curriculum" + ("" if args.setup == "tiny" else f"_{args.setup}")
     out = Path(args.out or default_out)
     results = run_experiment(experiment(setup), out, args.seeds, table=arms_table,

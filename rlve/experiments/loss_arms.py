@@ -96,6 +96,7 @@ def losses_table(results: list[RunResult]) -> str:
 def main(argv: list[str] | None = None) -> None:
     from rlve.config import TrainerConfig
     from rlve.models.precision import resolve_dtype
+    from rlve.sync.placement import resolve_device
 
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="train nothing: tabulate the runs already finished")  # fmt: skip
     args = parser.parse_args(argv)
     setup = SETUPS["smollm2"]
-    setup = replace(setup, dtype=resolve_dtype(setup.dtype, TrainerConfig().device))
+    setup = replace(setup, dtype=resolve_dtype(setup.dtype, resolve_device(TrainerConfig().device)))
     runs = replace(experiment(setup), name="losses", arms=[loss_arm(x) for x in args.losses],
                    from_metrics=run_means)  # fmt: skip
     results = run_experiment(runs, args.out, args.seeds, table=losses_table,

@@ -194,9 +194,10 @@ def run(out: Path, size: RecipeSize, seeds: list[int], arms: Sequence[str] = ("c
     from rlve.config import TrainerConfig
     from rlve.models.precision import resolve_dtype
     from rlve.rollout.records import write_text_atomically
+    from rlve.sync.placement import resolve_device
 
     # "auto" made concrete, so the stored settings say which dtype the results ran in
-    size = replace(size, dtype=resolve_dtype(size.dtype, TrainerConfig().device))
+    size = replace(size, dtype=resolve_dtype(size.dtype, resolve_device(TrainerConfig().device)))
     with stage("the teacher's evaluation"):
         teacher = teacher_scores(out, size)
     print_stage(f"teacher (minimax, {size.teacher_noise:.0%} noise)", teacher)

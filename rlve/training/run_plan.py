@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from rlve.config import RunConfig
+from rlve.sync.placement import place_run
 from rlve.training.warmup import needs_warmup, trained_on
 
 HEADLINE_SIZES = ("smollm2-135m", 30, 6, 8, 8, 200)
@@ -30,18 +31,13 @@ def plan_key(config: RunConfig) -> tuple:
             r.group_size, config.evaluation.games)  # fmt: skip
 
 
-def device_of(config: RunConfig, cuda: bool) -> str:
-    """The trainer's device as the run will resolve it ("auto": a GPU where there is one)."""
-    device = config.trainer.device
-    return ("cuda" if cuda else "cpu") if device == "auto" else device
-
-
-def plan(config: RunConfig, cuda: bool, cpu_kind: str) -> str:
-    """The lines printed before a run starts."""
+def plan(config: RunConfig, gpus: int, cpu_kind: str) -> str:
+    """The lines printed before a run starts on a machine with `gpus` GPUs."""
     from rlve.models.precision import resolve_dtype
 
-    t, r, w = config.trainer, config.rollout, config.warmup
-    device = device_of(config, cuda)
+    placed = place_run(config, gpus_seen=gpus)
+    t, r, w = placed.trainer, placed.rollout, placed.warmup
+    device, share = t.device, placed.inference.gpu_memory_utilization
     lines = [f"run {config.run_name!r} -> {config.output_dir}"]
     if needs_warmup(w, t.model):
         lines.append(
@@ -63,13 +59,15 @@ def plan(config: RunConfig, cuda: bool, cpu_kind: str) -> str:
         f"lr {t.lr}, {'LoRA' if t.lora.enabled else 'full fine-tuning'}, async_level "
         f"{r.async_level}"
     )
-    where = "vLLM on " + (f"GPUs {config.inference.gpus}" if cuda else "the CPU")
-    lines.append(f"device: trainer on {device}, {where}; dtype {resolve_dtype(t.dtype, device)}")
+    gpus_used = placed.inference.gpus if placed.inference.gpus is not None else "from 0"
+    where = f"vLLM on GPUs {gpus_used}" if gpus else "vLLM on the CPU"
+    lines.append(f"device: trainer on {device}, {where} with a {share} memory share; dtype "
+                 f"{resolve_dtype(t.dtype, device)}")  # fmt: skip
     e = config.evaluation
     if e.games:
         lines.append(f"evaluation: {e.games} games before the first step and after the last"
                      + (f" with {e.env_args}" if e.env_args else ""))  # fmt: skip
-    if not cuda:
+    if not gpus:
         minutes = MINUTES.get((plan_key(config), cpu_kind), "not measured at these sizes")
         lines.append(f"time on this CPU ({cpu_kind}, {os.cpu_count()} cores): {minutes}")
     return "\n".join("plan: " + line for line in lines)

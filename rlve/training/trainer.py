@@ -27,6 +27,7 @@ from rlve.config import TrainerConfig
 from rlve.distributed import World
 from rlve.models import load_tokenizer
 from rlve.models.precision import resolve_dtype
+from rlve.sync.placement import resolve_device
 from rlve.sync.weight_stream import WeightStream
 from rlve.training.checkpoint import (
     capture_rng_state,
@@ -65,7 +66,8 @@ class Trainer:
 
     def __init__(self, config: TrainerConfig, world: World = World()) -> None:
         config.validate()
-        config = replace(config, dtype=resolve_dtype(config.dtype, config.device))
+        device = resolve_device(config.device)
+        config = replace(config, device=device, dtype=resolve_dtype(config.dtype, device))
         self.config = config
         self.world = world
         random.seed(config.seed)

