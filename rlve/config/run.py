@@ -40,8 +40,9 @@ class RolloutConfig:
     reason 'timeout' (a fault: faults/timeout); None = no limit"""
     async_level: int = 0
     """0: strictly on-policy; 1: generate step n+1 while the trainer trains step n"""
-    dynamic_sampling: bool = False
-    """DAPO: drop groups whose rewards are all equal and sample more until the batch is full"""
+    dynamic_sampling: bool | None = None
+    """DAPO: drop groups whose rewards are all equal and sample more until the batch is full;
+    None = the loss's own (on for dapo, off for the others)"""
     max_refills: int = 4
     """most extra sampling rounds per step when dynamic sampling is on; >= 0"""
     oversample: float = 1.0
@@ -249,6 +250,9 @@ class RunConfig:
     metrics.jsonl, samples/ and model/ (without it, and without resume, such a run is refused)"""
 
     def validate(self) -> None:
+        from rlve.config.loss_settings import fill_loss_settings
+
+        fill_loss_settings(self.trainer, self.rollout)  # None: the loss's own
         self.trainer.validate()
         self.rollout.validate()
         self.env.validate()
