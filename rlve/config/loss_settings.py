@@ -3,19 +3,16 @@ registration, `rlve.algorithms.register_loss(defaults=...)`), so that `trainer.l
 `algorithm=grpo` are the same run; and the explicit choices that depart from the loss's
 definition, said when the run starts.
 
-Imports `rlve.algorithms` (torch) only inside its functions, as the rest of `rlve.config` does.
+Imports `rlve.algorithms` (torch) only inside its functions, as the rest of `rlve.config` does,
+and no config class (they call it from their `validate`: a cycle), hence the `Any`s.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rlve.config.checks import require
-
-if TYPE_CHECKING:
-    from rlve.config.run import RolloutConfig, RunConfig
-    from rlve.config.trainer import TrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +26,10 @@ SYMMETRIC_CLIP = ("grpo", "dr_grpo")
 """built-in losses whose definition clips the ratio symmetrically"""
 
 
-def fill_loss_settings(trainer: TrainerConfig, rollout: RolloutConfig | None = None) -> None:
-    """Set each loss setting left None to the value `trainer.loss` defines (a hyper-parameter
-    the loss does not read stays None). A hyper-parameter set explicitly that the loss does not
-    read is refused: the run would not use it."""
+def fill_loss_settings(trainer: Any, rollout: Any = None) -> None:
+    """In a TrainerConfig (and its run's RolloutConfig), set each loss setting left None to the
+    value `trainer.loss` defines (a hyper-parameter the loss does not read stays None). One set
+    explicitly that the loss does not read is refused: the run would not use it."""
     from rlve.algorithms import find_loss
 
     try:
@@ -56,7 +53,7 @@ def fill_loss_settings(trainer: TrainerConfig, rollout: RolloutConfig | None = N
             setattr(rollout, name, own[name])
 
 
-def loss_departures(trainer: TrainerConfig, rollout: RolloutConfig) -> list[str]:
+def loss_departures(trainer: Any, rollout: Any) -> list[str]:
     """One sentence for each setting of a filled config that departs from its built-in loss's
     definition (a loss of your own is defined by its registered defaults alone: none)."""
     loss, found = trainer.loss, []
@@ -93,8 +90,8 @@ def loss_departures(trainer: TrainerConfig, rollout: RolloutConfig) -> list[str]
     return found
 
 
-def warn_about_loss_departures(config: RunConfig) -> list[str]:
-    """Log a warning for each of `loss_departures` of a validated run; returns them."""
+def warn_about_loss_departures(config: Any) -> list[str]:
+    """Log a warning for each of `loss_departures` of a validated RunConfig; returns them."""
     found = loss_departures(config.trainer, config.rollout)
     for sentence in found:
         log.warning("%s", sentence)
