@@ -122,12 +122,14 @@ class EnvConfig:
     """The environments to train on, and how problems are drawn from them."""
 
     names: list[str] = field(default_factory=lambda: ["tictactoe"])
-    """environment names or globs (`rlve-gym/*`); see rlve.list_environments()"""
+    """environment names or globs (`rlve-gym/*`); see rlve.list_environments(); or one of your
+    own as `package.module:function` (docs/environments.md, "From your environment to a run")"""
     weights: list[float] | None = None
     """sampling weight per entry of `names` (a glob's weight is shared by its matches); None =
     uniform over environments"""
     args: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """keyword arguments per environment name, e.g. {tictactoe: {max_turns: 7}}"""
+    """keyword arguments per environment name, e.g. {tictactoe: {max_turns: 7}} (a name with
+    ':' only in a config file: the command line's grammar cannot write it as a key)"""
     default_args: dict[str, Any] = field(default_factory=dict)
     """keyword arguments for every environment of `names` (per-name `args` override them),
     e.g. {num_examples: 4} for a whole family loaded by a glob"""
