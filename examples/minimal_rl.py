@@ -64,7 +64,7 @@ RECIPES = {
     "cispo": {"std_normalize": False, "is_cap": 5.0},
     "grpo": {"std_normalize": True, "eps_low": 0.2, "eps_high": 0.2},
 }
-"""each loss's settings, as rlve/configs/algorithm/<loss>.yaml has them (the test checks that)"""
+"""each loss's own settings, as `trainer.loss=<loss>` resolves them (the test checks that)"""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from rlve.config import InferenceConfig, RunConfig
+from rlve.config.loss_settings import warn_about_loss_departures
 from rlve.curriculum import DifficultyController
 from rlve.distributed import Crew, follow, init_world
 from rlve.envs import expand_env_names, load_environment
@@ -213,6 +214,8 @@ def train(
     )
     config.validate()
     world, device = init_world(config.trainer.device)
+    if world.is_main:
+        warn_about_loss_departures(config)  # e.g. grpo without std normalisation: Dr. GRPO-like
     if config.trainer.cpu_keep_freed_memory and str(device).startswith("cpu"):
         keep_freed_memory()
     run_dir = Path(config.output_dir)

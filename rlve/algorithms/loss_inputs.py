@@ -13,19 +13,20 @@ TIS_MODES: tuple[str, ...] = ("truncate", "mask")
 
 
 def check_hyperparameters(
-    eps_low: float,
-    eps_high: float,
-    is_cap: float,
+    eps_low: float | None,
+    eps_high: float | None,
+    is_cap: float | None,
     tis_cap: float | None,
     tis_mode: str,
     num_tokens: int | None,
 ) -> None:
-    """The loss hyperparameters' ranges, for `policy_loss` and for `TrainerConfig.validate`."""
-    if not 0.0 <= eps_low < 1.0:
+    """The loss hyperparameters' ranges, for `policy_loss` and for `TrainerConfig.validate`
+    (None: one the loss does not read)."""
+    if eps_low is not None and not 0.0 <= eps_low < 1.0:
         raise ValueError(f"eps_low must be in [0, 1), got {eps_low}")
-    if eps_high < 0.0:
+    if eps_high is not None and eps_high < 0.0:
         raise ValueError(f"eps_high must be >= 0, got {eps_high}")
-    if is_cap <= 0.0:
+    if is_cap is not None and is_cap <= 0.0:
         raise ValueError(f"is_cap must be > 0, got {is_cap}")
     if tis_mode not in TIS_MODES:
         raise ValueError(f"tis_mode must be one of {list(TIS_MODES)}, got {tis_mode!r}")

@@ -7,7 +7,11 @@ with `@register_loss`, which says
   micro-batches of a step add up to one big batch) or "sequence" (a mean over this call's
   sequences: the trainer weights each micro-batch by its share of the step's sequences);
 - the hyper-parameters it `uses`, of `eps_low`, `eps_high`, `is_cap`, `num_tokens`,
-  `sequence_ids` and `length_norm`: it is given those and no others.
+  `sequence_ids` and `length_norm`: it is given those and no others;
+- its `defaults`: the values its definition gives the settings of `LOSS_SETTINGS` (GRPO's
+  symmetric clip 0.2 and std-normalised advantages, DAPO's clip-higher and dynamic sampling...).
+  A run's config leaves those settings None, "the loss's own", and takes them from here, so
+  `trainer.loss=grpo` alone is GRPO as its paper has it.
 
 `trainer.loss` names a registered loss ("cispo") or a function by import path
 ("my_package.losses:my_loss"), which must itself be decorated (tests/unit/test_loss_registry.py
@@ -27,14 +31,23 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from torch import Tensor
 
 AGGREGATIONS = ("token", "sequence")
 HYPERPARAMETERS = ("eps_low", "eps_high", "is_cap", "num_tokens", "sequence_ids", "length_norm")
 """what `policy_loss` can give a loss beyond the five tensors every loss takes"""
+LOSS_SETTINGS: dict[str, float | bool] = {
+    "eps_low": 0.2,
+    "eps_high": 0.28,
+    "is_cap": 5.0,
+    "std_normalize": False,
+    "dynamic_sampling": False,
+}
+"""the settings a loss's definition may fix (`trainer.eps_low`, `eps_high`, `is_cap`,
+`std_normalize`, `rollout.dynamic_sampling`), with what a loss gets that fixes none of them"""
 
 
 @dataclass(frozen=True)
@@ -48,12 +61,24 @@ class LossTerms:
 
 @dataclass(frozen=True)
 class Loss:
-    """A registered loss: its function, its aggregation and the hyper-parameters it reads."""
+    """A registered loss: its function, its aggregation, the hyper-parameters it reads and the
+    settings its definition fixes."""
 
     name: str
     fn: Callable[..., LossTerms]
     aggregation: str
     uses: tuple[str, ...]
+    defaults: Mapping[str, float | bool] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, float | bool | None]:
+        """Every setting of LOSS_SETTINGS as this loss defines it (its `defaults`, else the
+        generic value); None for a hyper-parameter it does not read."""
+        return {
+            name: None
+            if name in HYPERPARAMETERS and name not in self.uses
+            else self.defaults.get(name, generic)
+            for name, generic in LOSS_SETTINGS.items()
+        }
 
     def __call__(self, logp, old_logp, advantages, mask, token_weight, **available) -> LossTerms:
         """The loss, given only the hyper-parameters it uses of the `available` ones."""
@@ -66,15 +91,28 @@ LOSSES: dict[str, Loss] = {}
 
 
 def register_loss(
-    name: str | None = None, *, aggregation: str, uses: tuple[str, ...] = ()
+    name: str | None = None,
+    *,
+    aggregation: str,
+    uses: tuple[str, ...] = (),
+    defaults: Mapping[str, float | bool] | None = None,
 ) -> Callable[[Callable[..., LossTerms]], Callable[..., LossTerms]]:
     """Register the decorated loss as `trainer.loss=<name>` (with no name, only by its import
-    path); the function is returned unchanged, with its `Loss` as `rlve_loss`."""
+    path); the function is returned unchanged, with its `Loss` as `rlve_loss`. `defaults`: the
+    values its definition gives settings of LOSS_SETTINGS (the others keep the generic ones)."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {list(AGGREGATIONS)}, got {aggregation!r}")
     unknown = sorted(set(uses) - set(HYPERPARAMETERS))
     if unknown:
         raise ValueError(f"a loss can use {list(HYPERPARAMETERS)}; {unknown} are not among them")
+    defaults = dict(defaults or {})
+    unknown = sorted(set(defaults) - set(LOSS_SETTINGS))
+    if unknown:
+        raise ValueError(f"a loss's defaults are of {list(LOSS_SETTINGS)}; {unknown} are not")
+    unread = sorted(d for d in defaults if d in HYPERPARAMETERS and d not in uses)
+    if unread:
+        raise ValueError(f"defaults {unread} are for hyper-parameters the loss does not use "
+                         f"(uses={tuple(uses)})")  # fmt: skip
 
     def decorate(fn: Callable[..., LossTerms]) -> Callable[..., LossTerms]:
         parameters = inspect.signature(fn).parameters
@@ -82,7 +120,8 @@ def register_loss(
         if missing:
             raise ValueError(f"loss {fn.__qualname__} says it uses {missing}, but takes no such "
                              "argument")  # fmt: skip
-        loss = Loss(name or f"{fn.__module__}:{fn.__qualname__}", fn, aggregation, tuple(uses))
+        loss = Loss(name or f"{fn.__module__}:{fn.__qualname__}", fn, aggregation, tuple(uses),
+                    defaults)  # fmt: skip
         if name is not None:
             if name in LOSSES and LOSSES[name].fn is not fn:
                 raise ValueError(f"a loss named {name!r} is registered already")

@@ -88,7 +88,12 @@ def _clipped_surrogate(
     return per_token, clipped_low, clipped_high
 
 
-@register_loss("grpo", aggregation="sequence", uses=("eps_low", "eps_high", "sequence_ids"))
+@register_loss(
+    "grpo",
+    aggregation="sequence",
+    uses=("eps_low", "eps_high", "sequence_ids"),
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "std_normalize": True},
+)
 def grpo_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -112,7 +117,12 @@ def grpo_loss(
     return LossTerms(sequence_mean(per_token * token_weight, mask, sequence_ids), low, high)
 
 
-@register_loss("dapo", aggregation="token", uses=("eps_low", "eps_high", "num_tokens"))
+@register_loss(
+    "dapo",
+    aggregation="token",
+    uses=("eps_low", "eps_high", "num_tokens"),
+    defaults={"eps_low": 0.2, "eps_high": 0.28, "std_normalize": True, "dynamic_sampling": True},
+)
 def dapo_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -133,7 +143,12 @@ def dapo_loss(
     return LossTerms(token_mean(per_token * token_weight, mask, num_tokens), low, high)
 
 
-@register_loss("cispo", aggregation="token", uses=("is_cap", "num_tokens"))
+@register_loss(
+    "cispo",
+    aggregation="token",
+    uses=("is_cap", "num_tokens"),
+    defaults={"is_cap": 5.0, "std_normalize": False},
+)
 def cispo_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -161,7 +176,10 @@ def cispo_loss(
 
 
 @register_loss(
-    "dr_grpo", aggregation="sequence", uses=("eps_low", "eps_high", "length_norm", "sequence_ids")
+    "dr_grpo",
+    aggregation="sequence",
+    uses=("eps_low", "eps_high", "length_norm", "sequence_ids"),
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "std_normalize": False},
 )
 def dr_grpo_loss(
     logp: Tensor,
@@ -182,7 +200,7 @@ def dr_grpo_loss(
         L = -1/G * sum_i 1/length_norm * sum_t min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)
 
     so a token weighs the same in a short answer and a long one (GRPO's 1/|y_i| favours long
-    wrong answers and short right ones). Pair it with `std_normalize` off, as the paper does.
+    wrong answers and short right ones). Its `std_normalize` is off, as in the paper.
     """
     per_token, low, high = _clipped_surrogate(logp, old_logp, advantages, mask, eps_low, eps_high)
     summed = torch.where(mask, per_token * token_weight, torch.zeros_like(per_token)).sum()

@@ -59,7 +59,12 @@ def _weighted_mean(per_sequence: Tensor, token_weight: Tensor, mask: Tensor,
     return torch.where(trained, weighted, 0).sum() / trained.sum().clamp(min=1)
 
 
-@register_loss("gspo", aggregation="sequence", uses=("eps_low", "eps_high", "sequence_ids"))
+@register_loss(
+    "gspo",
+    aggregation="sequence",
+    uses=("eps_low", "eps_high", "sequence_ids"),
+    defaults={"eps_low": 3e-4, "eps_high": 4e-4, "std_normalize": True},
+)
 def gspo_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -90,7 +95,12 @@ def gspo_loss(
     return LossTerms(_weighted_mean(per_sequence, token_weight, mask, sequence_ids), low, high)
 
 
-@register_loss("gmpo", aggregation="sequence", uses=("eps_low", "eps_high", "sequence_ids"))
+@register_loss(
+    "gmpo",
+    aggregation="sequence",
+    uses=("eps_low", "eps_high", "sequence_ids"),
+    defaults={"eps_low": 0.4, "eps_high": 0.4, "std_normalize": True},
+)
 def gmpo_loss(
     logp: Tensor,
     old_logp: Tensor,

@@ -68,7 +68,10 @@ def render() -> str:
         "Every field of `python -m rlve.train`, generated from the dataclasses by "
         "`python -m rlve.cli.config_reference > docs/config.md`.",
         "Set any of them on the command line (`rollout.group_size=4`), in an experiment file "
-        "under `rlve/configs/`, or print the resolved config with `--cfg job`.",
+        "under `rlve/configs/`, or print the composed config with `--cfg job`.",
+        "Groups set several at once: `model=`, `env=`, `+experiment=`, and `algorithm=X`, which "
+        "is `trainer.loss=X` (a default of `None` on a loss setting means the loss's own: "
+        "[training.md](training.md#choosing-a-loss)).",
         "",
     ]
     for title, summary, rows in config_rows(RunConfig()):

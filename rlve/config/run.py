@@ -42,8 +42,9 @@ class RolloutConfig:
     reason 'timeout' (a fault: faults/timeout); None = no limit"""
     async_level: int = 0
     """0: strictly on-policy; 1: generate step n+1 while the trainer trains step n"""
-    dynamic_sampling: bool = False
-    """DAPO: drop groups whose rewards are all equal and sample more until the batch is full"""
+    dynamic_sampling: bool | None = None
+    """DAPO: drop groups whose rewards are all equal and sample more until the batch is full;
+    None = the loss's own (on for dapo, off for the others)"""
     max_refills: int = 4
     """most extra sampling rounds per step when dynamic sampling is on; >= 0"""
     oversample: float = 1.0
@@ -123,12 +124,14 @@ class EnvConfig:
     """The environments to train on, and how problems are drawn from them."""
 
     names: list[str] = field(default_factory=lambda: ["tictactoe"])
-    """environment names or globs (`rlve-gym/*`); see rlve.list_environments()"""
+    """environment names or globs (`rlve-gym/*`); see rlve.list_environments(); or one of your
+    own as `package.module:function` (docs/environments.md, "From your environment to a run")"""
     weights: list[float] | None = None
     """sampling weight per entry of `names` (a glob's weight is shared by its matches); None =
     uniform over environments"""
     args: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """keyword arguments per environment name, e.g. {tictactoe: {max_turns: 7}}"""
+    """keyword arguments per environment name, e.g. {tictactoe: {max_turns: 7}} (a name with
+    ':' only in a config file: the command line's grammar cannot write it as a key)"""
     default_args: dict[str, Any] = field(default_factory=dict)
     """keyword arguments for every environment of `names` (per-name `args` override them),
     e.g. {num_examples: 4} for a whole family loaded by a glob"""
@@ -262,6 +265,9 @@ class RunConfig:
     metrics.jsonl, samples/ and model/ (without it, and without resume, such a run is refused)"""
 
     def validate(self) -> None:
+        from rlve.config.loss_settings import fill_loss_settings
+
+        fill_loss_settings(self.trainer, self.rollout)  # None: the loss's own
         self.trainer.validate()
         self.rollout.validate()
         self.env.validate()

@@ -137,8 +137,9 @@ class TrainerConfig:
     """the behaviour policy of the ratio r = pi_theta / pi_old: "sampler" (vLLM's log-probs of
     the sampled tokens, so r also spans the weight lag of an async run; MiniMax-M1, prime-rl) or
     "recompute" (a no-grad trainer pass before the first update; `tis_cap` corrects the gap)"""
-    std_normalize: bool = False
-    """divide group advantages by the group's reward std (GRPO); off for Dr. GRPO / CISPO"""
+    std_normalize: bool | None = None
+    """divide group advantages by the group's reward std (GRPO); None = the loss's own (on for
+    grpo, dapo, gspo, gmpo; off for cispo, dr_grpo; docs/algorithms.md, "Losses")"""
     credit: str = "episode"
     """"episode": every token of a rollout gets its episode's advantage; "turn": each model turn
     gets its own, from the return of the rewards after it (rlve.algorithms.turn_credit)"""
@@ -148,12 +149,15 @@ class TrainerConfig:
     """what a turn's return is compared with (credit "turn"): "turn", the same turn of the
     group's other rollouts; "position", the group's turns after the same conversation (the same
     board, in a game), a turn alone at its position falling back to "turn"\""""
-    eps_low: float = 0.2
-    """lower clip range of grpo/dapo: ratio >= 1 - eps_low; in [0, 1)"""
-    eps_high: float = 0.28
-    """upper clip range of grpo/dapo: ratio <= 1 + eps_high; >= 0"""
-    is_cap: float = 5.0
-    """cap on CISPO's importance weight (absolute); > 0"""
+    eps_low: float | None = None
+    """lower clip range of the clipping losses: ratio >= 1 - eps_low; in [0, 1). None = the
+    loss's own (docs/algorithms.md, "Losses"), and stays None for a loss that reads no clip
+    range (cispo); setting it for such a loss is an error"""
+    eps_high: float | None = None
+    """upper clip range of the clipping losses: ratio <= 1 + eps_high; >= 0. None as eps_low"""
+    is_cap: float | None = None
+    """cap on CISPO's importance weight (absolute); > 0. None = the loss's own (cispo: 5.0),
+    and stays None for a loss that reads no cap; setting it for such a loss is an error"""
     length_norm: int = 1024
     """dr_grpo's constant in place of a sequence's length: each sequence's token losses are
     summed and divided by it (the paper: the longest generation allowed); >= 1"""
@@ -226,13 +230,11 @@ class TrainerConfig:
         self._validate_loss()
 
     def _validate_loss(self) -> None:
-        from rlve.algorithms import check_hyperparameters, find_loss
+        from rlve.algorithms import check_hyperparameters
         from rlve.algorithms.mismatch import TIS_LEVELS
+        from rlve.config.loss_settings import fill_loss_settings
 
-        try:
-            find_loss(self.loss)
-        except ValueError as exc:
-            raise ValueError(f"trainer.loss: {exc}") from None
+        fill_loss_settings(self)
         require(self.length_norm >= 1, f"trainer.length_norm must be >= 1, got {self.length_norm}")
         check_hyperparameters(self.eps_low, self.eps_high, self.is_cap, self.tis_cap,
                               self.tis_mode, num_tokens=None)  # fmt: skip

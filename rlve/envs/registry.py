@@ -5,7 +5,9 @@
 `rlve.environments` (`name = "package.module:load_environment"`). Families of generated
 environments (e.g. `rlve-gym/<Identifier>`) plug in as sources that list and load many names.
 Environments written for other frameworks load through a scheme: `verifiers:MODULE`, and the
-built-in `openenv` (an OpenEnv server given by its URL).
+built-in `openenv` (an OpenEnv server given by its URL). An environment of your own needs no
+install: `my_pkg.games:load_environment` names the function that builds it, imported from
+sys.path (which holds the current directory under `python -m`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,45 @@ def _check_kwargs(name: str, loader: Callable, kwargs: dict) -> None:
         )
 
 
+def is_module_path(name: str) -> bool:
+    """Whether `name` is the `module:function` form (not a scheme such as `verifiers:`)."""
+    return ":" in name and not name.startswith(tuple(SCHEMES))
+
+
+def _from_module(name: str) -> Callable[..., Environment]:
+    """The function `module:function` names; ValueError names what is wrong with it."""
+    module_name, _, attribute = name.partition(":")
+    if not module_name or not attribute or ":" in attribute:
+        raise ValueError(
+            f"environment {name!r}: an environment of your own is named "
+            "'package.module:function', e.g. 'my_pkg.games:load_environment'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not f"{module_name}.".startswith(f"{exc.name}."):
+            raise  # the module was found, and an import inside it failed: its own error says what
+        top = module_name.split(".")[0]
+        raise ValueError(
+            f"environment {name!r}: no module {exc.name!r} on sys.path. Make it importable: run "
+            f"from the folder that holds {top}.py or {top}/ (`python -m rlve.train` puts the "
+            "current directory on sys.path), add that folder to PYTHONPATH, or `pip install -e` "
+            "the package that holds it"
+        ) from exc
+    if not hasattr(module, attribute):
+        raise ValueError(
+            f"environment {name!r}: module {module_name!r} ({module.__file__}) has no "
+            f"attribute {attribute!r}"
+        )
+    fn = getattr(module, attribute)
+    if not callable(fn):
+        raise ValueError(
+            f"environment {name!r}: {module_name}.{attribute} is a {type(fn).__name__}, not a "
+            "function that returns an Environment"
+        )
+    return fn
+
+
 def _loader(name: str) -> Callable[..., Environment]:
     for scheme, target in SCHEMES.items():
         if name.startswith(scheme):
@@ -104,16 +145,20 @@ def _loader(name: str) -> Callable[..., Environment]:
     installed = _installed()
     if name in installed:
         return installed[name].load()  # type: ignore[attr-defined]
+    if is_module_path(name):
+        return _from_module(name)
     known = list_environments()
     close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
     hint = f"; did you mean {close}?" if close else ""
     raise ValueError(
-        f"unknown environment {name!r}{hint} ({len(known)} known: see list_environments())"
+        f"unknown environment {name!r}{hint} ({len(known)} known: see list_environments(); "
+        "or 'package.module:function' for one of your own)"
     )
 
 
 def load_environment(name: str, **kwargs) -> Environment:
-    """The environment called `name`, built with `kwargs`; unknown names list the close matches."""
+    """The environment called `name` (a known name, or `package.module:function`), built with
+    `kwargs`; unknown names list the close matches."""
     loader = _loader(name)
     if not isinstance(loader, functools.partial):
         _check_kwargs(name, loader, kwargs)
@@ -131,7 +176,7 @@ def expand_env_names(patterns: Iterable[str]) -> list[str]:
     known = list_environments()
     found: list[str] = []
     for pattern in patterns:
-        if pattern.startswith(tuple(SCHEMES)):  # loaded by its scheme, never listed
+        if pattern.startswith(tuple(SCHEMES)) or is_module_path(pattern):  # never listed
             matches = [pattern]
         else:
             matches = (

@@ -380,8 +380,8 @@ def test_one_step_with_an_entropy_share_trains_only_the_most_uncertain_tokens():
         ("cispo", 5.0, 0.0, 0.0),
         ("cispo", 1.5, 0.0, 1.0),
         # DAPO: r = 2 > 1 + 0.28 clips the tokens with A > 0 (completion A: 3 of 12 tokens);
-        # for A < 0 the clip from below needs r < 0.8, so it never fires
-        ("dapo", 5.0, 0.0, 0.25),
+        # for A < 0 the clip from below needs r < 0.8, so it never fires (it reads no is_cap)
+        ("dapo", None, 0.0, 0.25),
     ],
 )
 def test_ratio_against_the_sampler_is_what_the_sampler_logprobs_say(
@@ -470,6 +470,7 @@ def test_a_step_with_only_bad_groups_is_a_skipped_step():
     [
         ("loss", "ppo", "trainer.loss: unknown loss .ppo."),
         ("eps_low", 1.5, r"eps_low must be in \[0, 1\)"),
+        ("is_cap", 0.0, "is_cap must be > 0, got 0.0"),
         ("tis_cap", 0.5, "tis_cap must be None or > 1"),
         ("dtype", "float8", "dtype must be one of"),
         ("max_tokens_per_microbatch", 0, "max_tokens_per_microbatch must be >= 1"),
@@ -480,5 +481,6 @@ def test_a_step_with_only_bad_groups_is_a_skipped_step():
     ],
 )
 def test_bad_config_fails_at_start_naming_the_field(field, value, message):
+    loss = "cispo" if field == "is_cap" else "dapo"  # a loss that reads the field
     with pytest.raises(ValueError, match=message):
-        Trainer(replace(TrainerConfig(), **{field: value}))
+        Trainer(replace(TrainerConfig(loss=loss), **{field: value}))

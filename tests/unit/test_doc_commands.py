@@ -26,6 +26,8 @@ PLACEHOLDERS = {"..."}
 """'...': the doc elides more overrides (the ones a runner prints); the rest must compose"""
 EXCEPTIONS = {
     ("docs/architecture.md", "(rank 0: drives the run)"): "a process diagram, not a command",
+    ("docs/environments.md", "--config-dir my_configs +experiment=guess"): "the reader's own "
+    "config folder (tests/unit/test_registry.py composes one)",
 }
 """(document, what follows `-m rlve.train`) -> why it is no command to compose"""
 
@@ -77,9 +79,9 @@ CHECKED = [c for c in COMMANDS if (c[0].split(":")[0], c[2].strip()) not in EXCE
 
 def test_the_commands_are_found_in_code_blocks_and_inline():
     training = [where for where, *_ in COMMANDS if where.startswith("docs/training.md:")]
-    # the recipe and its --cfg job, the CPU run, torchrun (inline), RLVE gym, the fading hints,
-    # and the headline section's inline mention of the command and its plain-board override
-    assert len(training) == 7
+    # the recipe and its --cfg job, the headline's plain-board override (inline), the two ways
+    # to choose a loss (inline), the CPU run, torchrun (inline), RLVE gym, the fading hints
+    assert len(training) == 9
     assert any(where.startswith("README.md:") for where, *_ in COMMANDS)  # the map of the code
     assert len(COMMANDS) - len(CHECKED) == len(EXCEPTIONS)  # each exception is still in a doc
 
@@ -101,6 +103,8 @@ def test_each_documented_trainer_command_composes(where, before, rest, monkeypat
     # torchrun's ranks share the machine's GPUs: the placement check counts them
     ranks = re.search(r"--nproc-per-node (\d+)", before)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", ranks.group(1) if ranks else "1")
+    if where.startswith("docs/scaling.md"):  # a page of GPU layouts: on a machine of 8 GPUs
+        monkeypatch.setattr("rlve.sync.placement.gpu_count", lambda: 8)
     load_run_config(overrides(rest))
 
 

@@ -46,8 +46,8 @@ example = load_example()
 
 @pytest.fixture(scope="module")
 def run_trainer_configs():
-    """The trainer config `python -m rlve.train algorithm=<loss>` runs with, per loss."""
-    return {loss: load_run_config([f"algorithm={loss}"]).trainer for loss in example.RECIPES}
+    """The trainer config `python -m rlve.train trainer.loss=<loss>` runs with, per loss."""
+    return {loss: load_run_config([f"trainer.loss={loss}"]).trainer for loss in example.RECIPES}
 
 
 def test_the_example_runs_rlves_recipes_with_rlves_optimizer(run_trainer_configs):

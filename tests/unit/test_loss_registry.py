@@ -76,3 +76,22 @@ def test_the_docstring_example_runs_as_a_module_and_computes_reinforce(tmp_path,
     assert logp.grad.flatten().tolist() == pytest.approx([-1 / 3, -1 / 3, 2 / 3, 0.0])
     assert not terms.clipped_low.any() and not terms.clipped_high.any()
     monkeypatch.delitem(sys.modules, "docs_example_losses")
+
+
+def test_a_losss_defaults_name_settings_it_has_and_reads():
+    with pytest.raises(
+        ValueError, match=r"defaults are of \['eps_low', .*\['oversample'\] are not"
+    ):
+        register_loss(aggregation="token", defaults={"oversample": 3.0})
+    with pytest.raises(
+        ValueError, match=r"defaults \['is_cap'\] are for hyper-parameters the loss"
+    ):
+        register_loss(aggregation="token", uses=("eps_low",), defaults={"is_cap": 2.0})
+
+
+def test_a_losss_settings_are_its_defaults_over_the_generic_ones():
+    # grpo fixes the clip and std_normalize; it reads no is_cap; dynamic sampling stays generic
+    assert LOSSES["grpo"].settings() == {
+        "eps_low": 0.2, "eps_high": 0.2, "is_cap": None, "std_normalize": True,
+        "dynamic_sampling": False,
+    }  # fmt: skip
