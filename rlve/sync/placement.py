@@ -14,10 +14,10 @@ import logging
 import os
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from rlve.config import RunConfig
+Run = TypeVar("Run")
+"""a RunConfig (rlve.config imports this module, so it is not imported here)"""
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def auto_trainer_device(engine: list[int] | None, gpus_seen: int) -> str:
     return f"cuda:{free[0] if free else engine[0]}"
 
 
-def place_run(config: RunConfig, gpus_seen: int | None = None) -> RunConfig:
+def place_run(config: Run, gpus_seen: int | None = None) -> Run:
     """`config` with `trainer.device=auto` and `inference.gpu_memory_utilization=null` resolved
     for this machine (`gpus_seen`: its GPU count, asked only when something is left to decide):
     the trainer as `auto_trainer_device` says ("cuda" under torchrun: rank r on cuda:r), and vLLM's
