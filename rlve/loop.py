@@ -316,12 +316,12 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=
                 check_playable(metrics, envs, model, config.min_legal_answers,
                                warmed_up=model != config.trainer.model)  # fmt: skip
             if config.evaluation.games:
-                evaluate_stage(config, engine, run_dir, "start")
+                evaluate_stage(config, engine, run_dir, "start", step=0)
 
         _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch, monitor,
               first_batch)  # fmt: skip
         if config.evaluation.games:
-            evaluate_stage(config, engine, run_dir, "end")
+            evaluate_stage(config, engine, run_dir, "end", step=trainer.step)
         crew.export(str(run_dir / "model"))
         mark_trained_on(run_dir / "model", list(envs), config.trainer.model)
         crew.dismiss()

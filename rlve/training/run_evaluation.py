@@ -1,7 +1,8 @@
 """The games a run plays on its own engine before its first step and after its last
 (`evaluation.*`): each environment of the run with `evaluation.env_args` over its own arguments,
 at the run's temperature and token limit. `evaluation.json` keeps both stages' summaries (each
-0/1 metric with its 95% interval), so a resumed run does not play the start again."""
+0/1 metric with its 95% interval) with the step each was played at, so a resumed run does not
+play the start again, and a run resumed to train further plays its end again."""
 
 from __future__ import annotations
 
@@ -18,14 +19,18 @@ SHOWN = ("game/win", "game/draw", "game/loss", "game/invalid", "accuracy")
 """the 0/1 metrics printed first when an environment has them; others follow"""
 
 
-def stored_stages(run_dir: Path) -> dict[str, dict[str, float]]:
+def stored_stages(run_dir: Path) -> dict[str, dict]:
+    """stage -> {"step": the trainer's step when it was played, "scores": its summary}."""
     path = run_dir / EVALUATION_FILE
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def evaluate_stage(config: RunConfig, engine, run_dir: Path, stage: str) -> dict[str, float]:
-    """Play the evaluation's games now as `stage`, store and print its summary ("<env>/<metric>"
-    -> value); a stage already stored is returned as it is."""
+def evaluate_stage(
+    config: RunConfig, engine, run_dir: Path, stage: str, step: int
+) -> dict[str, float]:
+    """Play the evaluation's games now, after `step` optimizer steps, as `stage`; store and print
+    its summary ("<env>/<metric>" -> value). A stage stored at the same step is returned as it
+    is."""
     from rlve.envs import expand_env_names, load_environment
     from rlve.evaluation import evaluate
     from rlve.inference.engine import SamplingConfig
@@ -33,8 +38,8 @@ def evaluate_stage(config: RunConfig, engine, run_dir: Path, stage: str) -> dict
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
     stages = stored_stages(run_dir)
-    if stage in stages:
-        return stages[stage]
+    if stages.get(stage, {}).get("step") == step:
+        return stages[stage]["scores"]
     e = config.evaluation
     sampling = SamplingConfig(temperature=config.trainer.temperature,
                               max_tokens=config.rollout.max_tokens)  # fmt: skip
@@ -46,10 +51,10 @@ def evaluate_stage(config: RunConfig, engine, run_dir: Path, stage: str) -> dict
         summary = evaluate(env, engine, e.games, seed=e.seed, sampling=sampling,
                            max_concurrent=in_flight).summary  # fmt: skip
         scores.update({f"{name}/{metric}": value for metric, value in summary.items()})
-    stages[stage] = scores
+    stages[stage] = {"step": step, "scores": scores}
     write_text_atomically(run_dir / EVALUATION_FILE, json.dumps(stages, indent=1))
-    print(f"evaluation, {stage} ({e.games} games of each environment): {describe(scores)}",
-          flush=True)  # fmt: skip
+    print(f"evaluation, {stage} (step {step}, {e.games} games of each environment): "
+          f"{describe(scores)}", flush=True)  # fmt: skip
     return scores
 
 

@@ -37,7 +37,9 @@ def test_the_warm_up_is_made_once_and_the_start_is_evaluated_once(tmp_path, caps
     assert json.loads((out / "sft_info.json").read_text())["settings"]["warmup"]["steps"] == 2
     stages = json.loads((out / "evaluation.json").read_text())
     # the scripted minimax plays both stages: every game against the optimal opponent a draw
-    assert stages["start"]["tictactoe/game/draw"] == stages["end"]["tictactoe/game/draw"] == 1.0
+    start, end = stages["start"]["scores"], stages["end"]["scores"]
+    assert start["tictactoe/game/draw"] == end["tictactoe/game/draw"] == 1.0
+    assert (stages["start"]["step"], stages["end"]["step"]) == (0, 1)
     made = sft.stat().st_mtime_ns
     capsys.readouterr()
     resumed = load_run_config([*SMALL, *MINIMAX, "trainer.max_steps=2", "resume=true",
@@ -45,7 +47,8 @@ def test_the_warm_up_is_made_once_and_the_start_is_evaluated_once(tmp_path, caps
     train(resumed)
     assert f"SFT student: {sft} (already there)" in capsys.readouterr().out
     assert sft.stat().st_mtime_ns == made
-    assert json.loads((out / "evaluation.json").read_text())["start"] == stages["start"]
+    again = json.loads((out / "evaluation.json").read_text())
+    assert again["start"] == stages["start"] and again["end"]["step"] == 2  # the end played again
     rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     assert OmegaConf.load(out / "config.yaml").trainer.model == str(sft)  # what it trained

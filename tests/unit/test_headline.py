@@ -127,11 +127,12 @@ def test_the_evaluation_line_shows_the_rates_that_occurred_with_their_intervals(
     )
 
 
-def test_the_evaluation_file_is_read_back_not_played_again(tmp_path):
+def test_a_stage_played_at_the_same_step_is_read_back_not_played_again(tmp_path):
     from rlve.training.run_evaluation import evaluate_stage
 
-    (tmp_path / "evaluation.json").write_text(json.dumps({"start": {"x/reward/mean": 0.25}}))
+    stored = {"start": {"step": 0, "scores": {"x/reward/mean": 0.25}}}
+    (tmp_path / "evaluation.json").write_text(json.dumps(stored))
     config = load_run_config(["evaluation.games=4"])
-    assert evaluate_stage(config, None, tmp_path, "start") == {"x/reward/mean": 0.25}
+    assert evaluate_stage(config, None, tmp_path, "start", step=0) == {"x/reward/mean": 0.25}
     with pytest.raises(ValueError, match="stage must be one of"):
-        evaluate_stage(config, None, tmp_path, "middle")
+        evaluate_stage(config, None, tmp_path, "middle", step=0)
