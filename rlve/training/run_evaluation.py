@@ -49,7 +49,7 @@ def evaluate_stage(
         env = load_environment(name, **args)
         in_flight = min(e.games, config.rollout.max_concurrent)
         summary = evaluate(env, engine, e.games, seed=e.seed, sampling=sampling,
-                           max_concurrent=in_flight).summary  # fmt: skip
+                           max_concurrent=in_flight, progress=True).summary  # fmt: skip
         scores.update({f"{name}/{metric}": value for metric, value in summary.items()})
     stages[stage] = {"step": step, "scores": scores}
     write_text_atomically(run_dir / EVALUATION_FILE, json.dumps(stages, indent=1))
