@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rlve.envs.base import Environment
-from rlve.training.warmup import WARMUP_COMMAND
 
+WARMUP_FIX = ("warm it up first: add warmup.when=always to this command (tic-tac-toe: SFT on a "
+              "noisy minimax teacher's games), or run scripts/sft_warmup.py on your own data and "
+              "pass trainer.model=<its output>")  # fmt: skip
 TINY_FIX = ("the embedded tiny model cannot learn tic-tac-toe (docs/results.md, section 5): "
             "use model=smollm2_135m, or a model of your own (trainer.model=<dir>)")  # fmt: skip
 
@@ -44,7 +46,7 @@ def check_playable(
         elif warmed_up:
             fix = "give the warm-up more steps (warmup.steps, warmup.lr) or take a larger model"
         else:
-            fix = f"warm it up first: {WARMUP_COMMAND} (SFT on a teacher's games)"
+            fix = WARMUP_FIX
         who = f"model {model!r}" + (" after its SFT warm-up" if warmed_up else "")
         raise ModelCannotPlay(
             f"{who} cannot play: {share:.1%} of the first batch's answers were legal ({name}; "

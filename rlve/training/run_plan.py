@@ -15,8 +15,8 @@ HEADLINE_SIZES = ("smollm2-135m", 30, 6, 8, 8, 200)
 rollouts a problem, evaluation games (plan_key)"""
 MINUTES = {
     (HEADLINE_SIZES, "AVX2"): (
-        "about 60 minutes (62 measured on two cores: a 28.5-minute warm-up, then 34 for RL and "
-        "both evaluations; docs/results.md, \"The headline command\")"),
+        "about 50 minutes on two cores (measured: 34 for RL and both evaluations, the warm-up "
+        "12.7 alone; docs/results.md, \"The headline command\")"),
     (HEADLINE_SIZES, "AVX512-BF16"): (
         "about 20 minutes (estimated from make demo's 22:25 at the same sizes on two cores, "
         "which also plays the baselines and the teacher)"),

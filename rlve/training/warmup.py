@@ -22,8 +22,6 @@ TRAINED_ON = "trained_on.json"
 """the file in a model directory that names the environments rlve trained it on"""
 TEACHER_ENV_ARGS = ("rules", "board", "min_random_move_prob", "max_random_move_prob")
 """the run's tic-tac-toe arguments the teacher's games follow (the rest are RL's rubric)"""
-WARMUP_COMMAND = "python -m rlve.train +experiment=tictactoe_cispo warmup.when=always"
-"""the command line that warms a model up before its RL run (printed where a model cannot play)"""
 
 
 def trained_on(model: str) -> list[str]:

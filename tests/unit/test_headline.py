@@ -11,10 +11,10 @@ from rlve.config.warmup import WarmupConfig
 from rlve.envs.tictactoe import minimax_policy, random_policy
 from rlve.inference.scripted import ScriptedEngine
 from rlve.train import load_run_config
-from rlve.training.playability import TINY_FIX, ModelCannotPlay, check_playable
+from rlve.training.playability import TINY_FIX, WARMUP_FIX, ModelCannotPlay, check_playable
 from rlve.training.run_evaluation import describe
 from rlve.training.run_plan import HEADLINE_SIZES, MINUTES, plan, plan_key
-from rlve.training.warmup import WARMUP_COMMAND, mark_trained_on, needs_warmup, trained_on
+from rlve.training.warmup import mark_trained_on, needs_warmup, trained_on
 
 
 def headline(monkeypatch, cuda: bool, *overrides):
@@ -70,6 +70,13 @@ def test_the_warm_up_is_skipped_for_a_model_rlve_trained_on_the_game(tmp_path):
     assert not needs_warmup(WarmupConfig(when="never"), "smollm2-135m")
 
 
+def test_the_warm_up_s_reasons_are_the_teacher_s():
+    from rlve.config.warmup import TEACHER_REASONS
+    from rlve.envs.tictactoe.policies import REASONS
+
+    assert set(TEACHER_REASONS) == set(REASONS)
+
+
 def test_a_warm_up_for_an_environment_without_a_teacher_is_refused_with_the_way_out():
     with pytest.raises(ValueError, match="warmup.when='auto' needs env.names=\\[tictactoe\\]"):
         load_run_config(["+experiment=tictactoe_cispo", "env.names=[reverse_text]"])
@@ -101,7 +108,7 @@ def test_a_first_batch_without_legal_answers_stops_the_run_and_names_the_fix():
     batch = {"game/legal_answers": 0.02, "game/invalid": 1.0, "game/malformed": 0.9}
     with pytest.raises(ModelCannotPlay, match="2.0% of the first batch's answers") as error:
         check_playable(batch, envs, "smollm2-135m", 0.05, warmed_up=False)
-    assert WARMUP_COMMAND in str(error.value) and "game/invalid 1.00" in str(error.value)
+    assert WARMUP_FIX in str(error.value) and "game/invalid 1.00" in str(error.value)
     with pytest.raises(ModelCannotPlay) as error:
         check_playable(batch, envs, "tiny", 0.05, warmed_up=True)
     assert TINY_FIX in str(error.value) and "after its SFT warm-up" in str(error.value)
