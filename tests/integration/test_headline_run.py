@@ -62,4 +62,5 @@ def test_the_tiny_model_is_stopped_at_its_first_batch_and_told_the_fix(tmp_path)
     with pytest.raises(ModelCannotPlay, match="0.0% of the first batch's answers") as error:
         train(config)
     assert TINY_FIX in str(error.value)
-    assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()
+    assert (out / "metrics.jsonl").read_text() == ""  # no step was logged, none trained
+    assert not (out / "checkpoints").exists() and not (out / "model").exists()
