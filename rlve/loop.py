@@ -44,7 +44,8 @@ from rlve.rollout.collector import BatchCollector, StepBatch
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
-from rlve.rollout.summary import summarize, weight_lag, within_lag
+from rlve.rollout.step_summary import step_metrics
+from rlve.rollout.summary import weight_lag, within_lag
 from rlve.sync.placement import place_run
 from rlve.training.allocator import keep_freed_memory
 from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
@@ -53,8 +54,7 @@ from rlve.training.metrics_logger import MetricsLogger
 from rlve.training.playability import check_playable
 from rlve.training.run_evaluation import EVALUATION_FILE, evaluate_stage
 from rlve.training.trainer import Trainer
-from rlve.training.warmup import mark_trained_on, needs_warmup, sft_student
-from rlve.types import RolloutGroup
+from rlve.training.warmup import mark_trained_on, needs_warmup, warmed_up
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +79,7 @@ def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[
     for i, pattern in enumerate(config.env.names):
         names = expand_env_names([pattern])
         for name in names:
-            args = {**config.env.default_args, **config.env.args.get(name, {})}
-            envs[name] = load_environment(name, **args)
+            envs[name] = load_environment(name, **config.env.args_for(name))
             if config.env.weights is not None:
                 weights[name] = config.env.weights[i] / len(names)
     return envs, weights
@@ -133,49 +132,6 @@ def build_sampler(config: RunConfig, envs: dict[str, Environment], weights) -> P
         for name, env in envs.items()
     }
     return ProblemSampler(envs, weights or None, controller, sampling, seed=config.env.seed)
-
-
-# ----------------------------------------------------------------------------------------------
-# One step's metrics
-# ----------------------------------------------------------------------------------------------
-
-
-def mixed_outcome_ratio(groups: list[RolloutGroup], envs: dict[str, Environment]) -> float:
-    """Share of the groups (with two clean rollouts or more) that both solve and fail their
-    problem (`Environment.accuracy`): the effective prompt ratio of pass/fail. Under a
-    partial-credit reward such as rlve/sorting's, almost any two answers score differently, so
-    the effective prompt ratio stays near 1 at every level; this one falls at levels the model
-    always or never solves."""
-    counted = [g for g in groups if len(g.clean) > 1]
-    mixed = [g for g in counted if len({envs[g.env_name].accuracy(t) for t in g.clean}) > 1]
-    return len(mixed) / len(counted) if counted else 0.0
-
-
-def step_metrics(batch: StepBatch, sampler: ProblemSampler, waited_s: float) -> dict[str, float]:
-    """Rollout-side metrics of a step: rewards of every group played, batch, curriculum and
-    faults."""
-    metrics = summarize(batch.played)
-    for name in {g.env_name for g in batch.played}:
-        env = sampler.envs[name]
-        rollouts = [t for g in batch.played if g.env_name == name for t in g.clean]
-        if not rollouts:  # every one spoiled by a fault: faults/* says so
-            continue
-        metrics[f"env/{name}/reward"] = sum(t.reward for t in rollouts) / len(rollouts)
-        metrics[f"env/{name}/accuracy"] = sum(env.accuracy(t) for t in rollouts) / len(rollouts)
-    metrics["batch/effective_prompt_ratio"] = batch.effective_prompt_ratio
-    metrics["batch/mixed_outcome_ratio"] = mixed_outcome_ratio(batch.played, sampler.envs)
-    metrics["batch/groups_dropped"] = float(len(batch.played) - len(batch.groups))
-    metrics["batch/groups"] = float(len(batch.groups))
-    metrics["batch/rounds"] = float(batch.rounds)
-    metrics["perf/rollout_s"] = waited_s
-    metrics["perf/generate_s"] = batch.generate_s
-    metrics["perf/rollout_tokens_per_s"] = batch.sampled_tokens / max(batch.generate_s, 1e-9)
-    prompts = batch.prompt_tokens
-    if prompts is not None and prompts.total > 0:  # perf/: a resumed run starts with a cold cache
-        metrics["perf/prompt_tokens_cached_frac"] = prompts.cached / prompts.total
-    metrics.update(batch.curriculum)
-    metrics.update(batch.faults)
-    return metrics
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,7 +188,7 @@ def train(
             latest = world.broadcast(_checkpoint_to_resume(config, run_dir))
             asked = config.trainer.model
             if needs_warmup(config.warmup, asked):
-                config = _warm_up(config, run_dir, device)
+                config = warmed_up(config, run_dir, str(device))
             world.broadcast(config.trainer.model)
             trainer = Trainer(replace(config.trainer, device=device), world)
             _drive(config, Crew(trainer, world), latest, run_dir, on_step, on_start, engine,
@@ -243,15 +199,6 @@ def train(
         if isinstance(engine, ServingEngine):
             engine.shutdown()
     return run_dir
-
-
-def _warm_up(config: RunConfig, run_dir: Path, device) -> RunConfig:
-    """`config` starting from the SFT student the warm-up makes (or made) in run_dir."""
-    env_args = {**config.env.default_args, **config.env.args.get("tictactoe", {})}
-    log.info("warm-up: SFT of %s on a noisy minimax teacher's games", config.trainer.model)
-    model = sft_student(run_dir, replace(config.trainer, device=str(device)), config.warmup,
-                        env_args)  # fmt: skip
-    return replace(config, trainer=replace(config.trainer, model=str(model)))
 
 
 def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=None):

@@ -140,6 +140,11 @@ class EnvConfig:
     seed: int = 0
     """seed of the problem sampler (which environment, which example, which difficulty)"""
 
+    def args_for(self, name: str) -> dict[str, Any]:
+        """The keyword arguments environment `name` is loaded with: `default_args`, then its
+        own `args` over them."""
+        return {**self.default_args, **self.args.get(name, {})}
+
     def validate(self) -> None:
         require(len(self.names) > 0, "env.names must name at least one environment")
         if self.weights is not None:

@@ -45,8 +45,7 @@ def evaluate_stage(
                               max_tokens=config.rollout.max_tokens)  # fmt: skip
     scores: dict[str, float] = {}
     for name in expand_env_names(config.env.names):
-        args = {**config.env.default_args, **config.env.args.get(name, {}), **e.env_args}
-        env = load_environment(name, **args)
+        env = load_environment(name, **{**config.env.args_for(name), **e.env_args})
         in_flight = min(e.games, config.rollout.max_concurrent)
         summary = evaluate(env, engine, e.games, seed=e.seed, sampling=sampling,
                            max_concurrent=in_flight, progress=True).summary  # fmt: skip

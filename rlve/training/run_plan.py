@@ -51,7 +51,7 @@ def plan(config: RunConfig, gpus: int, cpu_kind: str) -> str:
         why = f"already trained on {seen}" if seen else f"warmup.when={w.when}"
         lines.append(f"model: {t.model} ({why})")
     for name in config.env.names:
-        args = {**config.env.default_args, **config.env.args.get(name, {})}
+        args = config.env.args_for(name)
         shown = ", ".join(f"{k}={v}" for k, v in args.items() if k != "num_groups")
         lines.append(f"environment: {name}" + (f" ({shown})" if shown else ""))
     lines.append(

@@ -10,13 +10,16 @@ settings make it afresh.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import logging
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from rlve.config import TrainerConfig
+from rlve.config import RunConfig, TrainerConfig
 from rlve.config.warmup import WARMUP_ENVIRONMENT, WarmupConfig
 from rlve.rollout.records import write_text_atomically
+
+log = logging.getLogger(__name__)
 
 TRAINED_ON = "trained_on.json"
 """the file in a model directory that names the environments rlve trained it on"""
@@ -43,6 +46,15 @@ def needs_warmup(warmup: WarmupConfig, model: str) -> bool:
     if warmup.when == "auto":
         return WARMUP_ENVIRONMENT not in trained_on(model)
     return warmup.when == "always"
+
+
+def warmed_up(config: RunConfig, run_dir: Path, device: str) -> RunConfig:
+    """`config` starting from the SFT student the warm-up makes (or made) in `run_dir`, the
+    trainer on `device` (rank 0's, resolved)."""
+    log.info("warm-up: SFT of %s on a noisy minimax teacher's games", config.trainer.model)
+    model = sft_student(run_dir, replace(config.trainer, device=device), config.warmup,
+                        config.env.args_for(WARMUP_ENVIRONMENT))  # fmt: skip
+    return replace(config, trainer=replace(config.trainer, model=str(model)))
 
 
 def sft_student(

@@ -9,12 +9,12 @@ from rlve.config import RolloutConfig
 from rlve.curriculum import DifficultyController
 from rlve.inference.engine import PromptTokenCounts
 from rlve.inference.scripted import ScriptedEngine
-from rlve.loop import mixed_outcome_ratio, step_metrics
 from rlve.models import load_tokenizer
 from rlve.rollout.collector import BatchCollector
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
+from rlve.rollout.step_summary import mixed_outcome_ratio, step_metrics
 from rlve.types import Fault, RolloutGroup, Trajectory
 
 

@@ -17,7 +17,7 @@ from rlve.evaluation import evaluate
 from rlve.inference.engine import Generation
 from rlve.inference.scripted import ScriptedEngine
 from rlve.inference.vllm_engine import EngineDiedError
-from rlve.loop import step_metrics
+from rlve.rollout.step_summary import step_metrics
 from rlve.rollout.chat_tokens import ChatTokens
 from rlve.rollout.collector import BatchCollector
 from rlve.rollout.episode import EpisodeSettings
