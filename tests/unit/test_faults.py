@@ -17,13 +17,13 @@ from rlve.evaluation import evaluate
 from rlve.inference.engine import Generation
 from rlve.inference.scripted import ScriptedEngine
 from rlve.inference.vllm_engine import EngineDiedError
-from rlve.rollout.step_summary import step_metrics
 from rlve.rollout.chat_tokens import ChatTokens
 from rlve.rollout.collector import BatchCollector
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.faults import TooManyFaults
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import GroupJob, play_groups
+from rlve.rollout.step_summary import step_metrics
 from rlve.types import Fault
 
 EVERY_KIND = {
