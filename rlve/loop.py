@@ -82,6 +82,15 @@ def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[
             envs[name] = load_environment(name, **config.env.args_for(name))
             if config.env.weights is not None:
                 weights[name] = config.env.weights[i] / len(names)
+    if config.trainer.distill.privileged:
+        blind = [name for name, env in envs.items()
+                 if type(env).privileged_view is Environment.privileged_view]  # fmt: skip
+        if blind:
+            raise ValueError(
+                f"trainer.distill.privileged=true, but environment(s) {blind} define no "
+                "privileged_view (what the teacher alone sees): set privileged=false, or define "
+                "Environment.privileged_view for them"
+            )
     return envs, weights
 
 
@@ -246,6 +255,7 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=
         EpisodeSettings(
             max_seq_len=getattr(engine, "max_seq_len", None),
             time_limit_s=config.rollout.episode_time_limit_s,
+            privileged_view=config.trainer.distill.privileged,
         ),
     )
     collector.next_step = trainer.step + (2 if next_batch else 1)

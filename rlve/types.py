@@ -36,6 +36,21 @@ class SideSequence:
     sampler_logprobs: list[float]
 
 
+@dataclass
+class TeacherView:
+    """What a distillation teacher reads of an episode (trainer.distill.privileged): the
+    environment's `privileged_view` of its prompt and of each reply, rendered by the same chat
+    template, and between them the student's sampled ids exactly as sampled."""
+
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    """1 exactly on the sampled ids: the same ids, in the same order, as the trajectory's"""
+
+    def append(self, ids: list[int], mask: int) -> None:
+        self.token_ids.extend(ids)
+        self.loss_mask.extend([mask] * len(ids))
+
+
 @dataclass(frozen=True)
 class Fault:
     """Something outside the model that spoiled an episode or a problem (rlve.rollout.faults)."""
@@ -92,6 +107,8 @@ class Trajectory:
     turn_rewards: list[float] = field(default_factory=list)
     """per model turn, the part of `reward` it earned (`Environment.reward_turn`); empty when
     the environment credits no turn"""
+    teacher_view: TeacherView | None = None
+    """the episode as a distillation teacher with a privileged view reads it; None: as played"""
     seats: list[Trajectory] = field(default_factory=list)
     """the game's other players when the policy plays them too (self-play, rlve.rollout.seat):
     each with its own reward, trained against the same seat of the group's other games"""

@@ -33,6 +33,11 @@ class TrainSequence:
     token_advantages: list[float] | None = None
     """one advantage per token (per-turn credit: each turn's own); None: `advantage` on every
     trained token"""
+    teacher_token_ids: list[int] | None = None
+    """what a distillation teacher with a privileged view reads (Trajectory.teacher_view); None:
+    it reads `token_ids`"""
+    teacher_loss_mask: list[int] | None = None
+    """1 on the sampled ids inside `teacher_token_ids`"""
 
     def advantages(self) -> list[float]:
         """The advantage of every token, 0.0 off the loss mask."""
@@ -172,6 +177,15 @@ def _roster_sequences(
                     advantage=credit.advantage,
                     sampler_logprobs=list(part.sampler_logprobs) or None,
                     token_advantages=credit.token_advantages if part is trajectory else None,
+                    **_teacher_fields(part),
                 )
             )
     return sequences
+
+
+def _teacher_fields(part: Trajectory | SideSequence) -> dict:
+    """A trajectory's privileged teacher view as TrainSequence fields (none for a side call)."""
+    view = part.teacher_view if isinstance(part, Trajectory) else None
+    if view is None:
+        return {}
+    return {"teacher_token_ids": list(view.token_ids), "teacher_loss_mask": list(view.loss_mask)}

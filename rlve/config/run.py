@@ -284,6 +284,11 @@ class RunConfig:
                 f"min_legal_answers must be in [0, 1], got {self.min_legal_answers}")  # fmt: skip
         require(self.save_every >= 1, f"save_every must be >= 1, got {self.save_every}")
         self._check_off_policy_correction()
+        require(not (self.trainer.distill.enabled and self.trainer.distill.reward_weight == 0
+                     and self.rollout.dynamic_sampling),
+                "rollout.dynamic_sampling=true drops groups whose rewards are all equal, but with "
+                "trainer.distill.reward_weight=0 (pure distillation) every group carries the "
+                "teacher's signal: set rollout.dynamic_sampling=false")  # fmt: skip
         require(not (self.resume and self.overwrite),
                 "resume=true and overwrite=true contradict each other: choose one")  # fmt: skip
         placed = place_run(self)  # "auto" as this machine resolves it at start

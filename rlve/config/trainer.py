@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlve.config.checks import require, require_choice
+from rlve.config.distill import DistillConfig
 
 DTYPES = ("auto", "float32", "bfloat16")
 OLD_LOGPROBS = ("sampler", "recompute")
@@ -174,6 +175,9 @@ class TrainerConfig:
     ratios) or "geometric" (their geometric mean); a sequence's w weighs all its tokens"""
     kl_beta: float = 0.0
     """weight of the k3 KL penalty to the reference model; 0 = off (no reference is loaded)"""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """on-policy distillation: a teacher's score of each sampled token added to its advantage
+    (rlve/config/distill.py)"""
     temperature: float = 1.0
     """sampling temperature of the rollouts: log-probs are log_softmax(logits / temperature)"""
     num_iterations: int = 1
@@ -211,6 +215,7 @@ class TrainerConfig:
         require(self.peak_tflops is None or self.peak_tflops >= 0,
                 f"trainer.peak_tflops must be None or >= 0, got {self.peak_tflops}")  # fmt: skip
         self.lora.validate()
+        self.distill.validate()
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         for name in ("beta1", "beta2"):
             value = getattr(self, name)

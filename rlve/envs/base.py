@@ -161,6 +161,14 @@ class Environment:
         """The environment's reply to the model's last message. Single-turn: none."""
         return []
 
+    def privileged_view(self, messages: list[Message], state: State) -> list[Message] | None:
+        """What a distillation teacher alone reads in place of `messages` (the episode's prompt
+        before its first turn, or the environment's reply after a turn), with `state` as it is
+        then: e.g. the same messages with a hint the student does not see. None: the teacher
+        reads what the student reads. Used with trainer.distill.privileged (the default defines
+        none, and such a run is refused at start)."""
+        return None
+
     async def cleanup_state(self, state: State) -> None:
         """Release per-episode resources; runs even when the episode failed."""
 

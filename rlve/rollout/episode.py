@@ -39,7 +39,7 @@ from rlve.rollout.turns import (
     add_reply,
     sample_turn,
 )
-from rlve.types import Example, Message, SideSequence, Trajectory
+from rlve.types import Example, Message, SideSequence, TeacherView, Trajectory
 
 __all__ = ["EngineFailure", "EnvironmentFailure", "EpisodeSettings", "play_episode"]
 
@@ -58,6 +58,8 @@ async def play_episode(
     state = env.initial_state(example)
     state["seed"] = seed
     record = EpisodeRecord(example, state, copy.deepcopy(example.prompt))
+    if settings.privileged_view:
+        record.teacher = TeacherView()
     keep = record.side_sequences if getattr(env, "train_side_calls", False) else None
     state["generate"] = side_call(engine, sampling, keep)
     seats: list[Seat] = []
@@ -165,13 +167,14 @@ async def _turns(
 ) -> str:  # fmt: skip
     state = record.state
     chat = ChatTokens(engine.tokenizer, env.tool_schemas) if engine.tokenizer is not None else None
+    view = env.privileged_view if settings.privileged_view else None
     while True:
         reason = await env.check_stop(state)
         if reason is not None:
             return reason
         turn_seed = seed * 1000 + state["turn"]
         generation = await sample_turn(
-            engine, chat, record, sampling, settings, turn_seed, env.tool_schemas
+            engine, chat, record, sampling, settings, turn_seed, env.tool_schemas, view
         )
         if generation is None:
             return "context_length"
@@ -208,6 +211,7 @@ def _trajectory(env: Environment, record: EpisodeRecord, reason: str, seed: int)
         turn_rewards=_turn_rewards(record.state),
         truncated_turns=record.truncated_turns,
         side_sequences=record.side_sequences,
+        teacher_view=record.teacher,
     )
 
 

@@ -32,6 +32,7 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
     for name in TOKEN_FIELDS:
         row.pop(name)
     row.pop("side_sequences")
+    row.pop("teacher_view")
     row["seats"] = [trajectory_row(seat) for seat in t.seats]
     return row
 

@@ -8,6 +8,7 @@ the chat template, once), the turn's sampling settings get their own seed and th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rlve.envs.base import State
@@ -20,7 +21,10 @@ from rlve.inference.engine import (
 )
 from rlve.reliability.clean_text import clean_messages, without_surrogates
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
-from rlve.types import Example, Message, SideSequence
+from rlve.types import Example, Message, SideSequence, TeacherView
+
+PrivilegedView = Callable[[list[Message], State], "list[Message] | None"]
+"""`Environment.privileged_view`: what a teacher reads in place of the student's messages"""
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,9 @@ class EpisodeSettings:
     time_limit_s: float | None = None
     """wall-clock limit per episode, setup included; past it the episode ends as 'timeout' and
     the batch goes on"""
+    privileged_view: bool = False
+    """also record the episode as the environment's `privileged_view` shows it to a teacher
+    (the trajectory's `teacher_view`; trainer.distill.privileged)"""
 
 
 @dataclass
@@ -52,6 +59,8 @@ class EpisodeRecord:
     prompt: list[Message] | None = None
     """the conversation's own prompt, when it is not the example's (a seat's, or one
     `setup_state` set)"""
+    teacher: TeacherView | None = None
+    """the conversation as a privileged teacher reads it, grown turn by turn beside it"""
 
     def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.token_ids.extend(ids)
@@ -71,16 +80,26 @@ class EnvironmentFailure(Exception):
 async def sample_turn(
     engine: Engine, chat: ChatTokens | None, record: EpisodeRecord, sampling: SamplingConfig,
     settings: EpisodeSettings, seed: int, tools: list[dict] | None = None,
+    view: PrivilegedView | None = None,
 ) -> Generation | None:  # fmt: skip
     """Sample the next turn of `record` (seed `seed`) and append it, as a message and, with a
-    chat template, as tokens. None when not even one token fits under `max_seq_len`."""
+    chat template, as tokens. None when not even one token fits under `max_seq_len`. With
+    `view` and a `record.teacher`, the teacher's tokens grow beside the student's: the view of
+    the prompt or the pending reply, then the same sampled ids."""
     reply_ids: list[int] = []
+    teacher = record.teacher if chat is not None else None
+    teacher_ids: list[int] = []
     if chat is not None and not record.token_ids:
         record.append(chat.prompt_ids(record.messages), 0)
+        if teacher is not None:
+            teacher.append(chat.prompt_ids(_viewed(view, record.messages, record.state)), 0)
     elif chat is not None and record.pending_reply:
         last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
         try:
             reply_ids = chat.reply_ids(last_ids, record.pending_reply)
+            if teacher is not None:
+                shown = _viewed(view, record.pending_reply, record.state)
+                teacher_ids = chat.reply_ids(last_ids, shown)
         except ChatTemplateError:
             raise
         except Exception as exc:  # text the tokenizer refuses (a lone surrogate...)
@@ -91,6 +110,8 @@ async def sample_turn(
     if turn_sampling is None:
         return None
     record.append(reply_ids, 0)
+    if teacher is not None:
+        teacher.append(teacher_ids, 0)
     record.pending_reply = []
     request = GenerationRequest(
         messages=record.messages,
@@ -113,9 +134,21 @@ async def sample_turn(
         start = len(record.token_ids)
         record.append(generation.token_ids, 1, generation.logprobs)
         record.turn_spans.append((start, len(record.token_ids)))
+        if teacher is not None:
+            teacher.append(list(generation.token_ids), 1)
     record.truncated_turns += generation.finish_reason == "length"
     record.weight_version = generation.weight_version
     return generation
+
+
+def _viewed(view: PrivilegedView | None, messages: list[Message], state: State) -> list[Message]:
+    """What the teacher reads in place of `messages`: the environment's privileged view of them
+    (its text taken `without_surrogates`), or `messages` themselves."""
+    try:
+        shown = view(messages, state) if view is not None else None
+    except Exception as exc:  # the environment's own code: this episode's fault
+        raise EnvironmentFailure(f"privileged_view: {type(exc).__name__}: {exc}") from exc
+    return messages if shown is None else clean_messages(shown)
 
 
 def add_reply(record: EpisodeRecord, reply: list[Message]) -> None:

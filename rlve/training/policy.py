@@ -62,14 +62,20 @@ def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
         logger.info("full fine-tuning in bfloat16: float32 weights, bf16 autocast compute")
     reference_scorer = None
     if config.kl_beta > 0 and not config.lora.enabled:
-        reference = load_causal_lm(config.model, config.dtype, config.device).eval()
-        if config.packing == "packed":
-            use_sequence_sdpa(reference)
-        fuse_elementwise(reference, config.fused_kernels, config.device)
-        reference.requires_grad_(False)
-        reference_scorer = TokenScorer(reference)
+        reference_scorer = frozen_scorer(config.model, config)
     if world.sharded:
         shard_model(base, scorer, bf16_compute=bf16)
         if reference_scorer is not None:
             shard_model(reference_scorer.causal_lm, reference_scorer, bf16_compute=bf16)
     return PolicyModels(model, base, scorer, reference_scorer)
+
+
+def frozen_scorer(name: str, config: TrainerConfig) -> TokenScorer:
+    """The scorer of model `name` loaded frozen (eval mode, no gradient) in the trainer's dtype,
+    device, attention and kernels: the KL reference, a distillation teacher."""
+    model = load_causal_lm(name, config.dtype, config.device).eval()
+    if config.packing == "packed":
+        use_sequence_sdpa(model)
+    fuse_elementwise(model, config.fused_kernels, config.device)
+    model.requires_grad_(False)
+    return TokenScorer(model)

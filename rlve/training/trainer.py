@@ -42,9 +42,10 @@ from rlve.training.logprobs import TokenScorer
 from rlve.training.micro_loss import micro_batch_loss
 from rlve.training.packed_attention import check_packable, separates_sequences, shares_prefixes
 from rlve.training.peak import peak_tflops
-from rlve.training.policy import build_policy
+from rlve.training.policy import build_policy, frozen_scorer
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
+from rlve.training.teacher import Teacher, check_same_tokenizer
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,9 @@ class Trainer:
         self.peak_tflops = peak_tflops(self.device, config.dtype) if peak is None else peak or None
         """the denominator of perf/mfu (rlve.training.peak); None: unknown"""
 
+        self.teacher = self._teacher() if config.distill.enabled else None
+        """scores the sampled tokens for on-policy distillation (trainer.distill)"""
+
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.guard = GuardedOptimizer(self.trainable_parameters, config)
         self.optimizer, self.scheduler = self.guard.optimizer, self.guard.scheduler
@@ -132,7 +136,11 @@ class Trainer:
         grouped = sequences_from_groups(
             groups,
             std_normalize=config.std_normalize,
-            needs_sampler_logprobs=config.tis_cap is not None or config.old_logprobs == "sampler",
+            needs_sampler_logprobs=(
+                config.tis_cap is not None
+                or config.old_logprobs == "sampler"
+                or self.teacher is not None
+            ),  # fmt: skip
             turn_gamma=config.turn_gamma if config.credit == "turn" else None,
             turn_positions=config.turn_baseline == "position",
         )
@@ -148,8 +156,12 @@ class Trainer:
             return {**metrics, "train/skipped_steps": float(self.skipped_steps),
                     "perf/train_s": time.perf_counter() - started}  # fmt: skip
 
+        sequences = grouped.sequences
+        if self.teacher is not None:  # the teacher scores before the update moves the weights
+            sequences, distill_metrics = self.teacher.distill(sequences)
+            metrics.update(distill_metrics)
         skip = config.kl_beta == 0  # a KL term needs every token, advantage or not
-        parts = split_evenly(grouped.sequences, config.mini_batches)
+        parts = split_evenly(sequences, config.mini_batches)
         batches = [self._build_batch(part, skip_zero_advantage=skip) for part in parts]
         recompute = len(batches) > 1 or config.num_iterations > 1
         # all old log-probs are taken before the first update moves the weights
@@ -177,7 +189,7 @@ class Trainer:
         metrics["perf/idle_micro_batches"] = self.world.sum([float(idle)])[0]
         metrics["train/skipped_steps"] = float(self.skipped_steps)
         no_grad_passes = int(recompute and config.old_logprobs == "recompute")
-        no_grad_passes += int(config.kl_beta > 0)
+        no_grad_passes += int(config.kl_beta > 0) + int(self.teacher is not None)
         flops = self.shape and step_flops(self.shape, micros, config.num_iterations,
                                           no_grad_passes)  # fmt: skip
         return with_perf(metrics, batches, started, config.num_iterations, flops, self.peak_tflops)
@@ -319,6 +331,32 @@ class Trainer:
             position_ids=micro.position_ids,
             prefix_tree=micro.prefix_tree,
         )
+
+    def _teacher(self) -> Teacher:
+        """The distillation teacher: the live policy ("self"), the starting weights ("initial":
+        a frozen copy, the KL reference's when there is one, or with LoRA the adapter off), or
+        another model with the student's tokenizer."""
+        config, name = self.config, self.config.distill.teacher
+        if self.world.sharded:
+            raise ValueError("trainer.distill under torchrun (sharded) is not built: run the "
+                             "distillation in one process (one GPU, or the CPU)")  # fmt: skip
+        teacher_scorer = None
+        if name == "initial" and not config.lora.enabled:
+            teacher_scorer = self.reference_scorer or frozen_scorer(config.model, config)
+        elif name not in ("self", "initial"):
+            check_same_tokenizer(self.tokenizer, load_tokenizer(name), name)
+            teacher_scorer = frozen_scorer(name, config)
+
+        def score(micro: MicroBatch) -> Tensor:
+            if teacher_scorer is not None:
+                return self._logprobs(teacher_scorer, micro, 1.0)[0]
+            if name == "initial":  # LoRA: the base model is the starting weights
+                with self.model.disable_adapter():
+                    return self._logprobs(self.scorer, micro, 1.0)[0]
+            return self._logprobs(self.scorer, micro, 1.0)[0]
+
+        logger.info("distillation teacher: %s", name)
+        return Teacher(config.distill, config.dtype, self._build_batch, score)
 
     @torch.no_grad()
     def _fill_logprobs(self, batch: TrainBatch, attribute: str, use_reference: bool) -> None:

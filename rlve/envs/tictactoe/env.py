@@ -60,7 +60,7 @@ from rlve.envs.tictactoe.game import (
     place,
     winner,
 )
-from rlve.envs.tictactoe.prompts import GRID, THREATS, Wording
+from rlve.envs.tictactoe.prompts import GRID, OPEN_LINES_RULE, THREATS, Wording
 from rlve.envs.tictactoe.rewards import (
     FORMAT_WEIGHT,
     INVALID_MOVE_PENALTY,
@@ -164,6 +164,26 @@ class TicTacToeEnv(MultiTurnEnv):
             cell = opponent_move(board, info["random_move_prob"], opponent_rng(seed, board))
             board = place(board, cell, O_MARK)
         state["board"] = board
+
+    def privileged_view(self, messages: list[Message], state: State) -> list[Message] | None:
+        """The threats board's view of the same messages, for a distillation teacher: the
+        system prompt with the rule of the open-lines line, and the position followed by its
+        open lines ("X can win at 5."), which the plain board leaves to the player to find."""
+        board: Board | None = state.get("board")
+        if board is None:
+            return None
+        words = self.words(state, board)
+        viewed = []
+        for message in messages:
+            content = message.get("content")
+            if not isinstance(content, str):
+                pass
+            elif message["role"] == "system" and OPEN_LINES_RULE not in content:
+                content += OPEN_LINES_RULE
+            elif message["role"] == "user":
+                content = words.with_open_lines(content, board)
+            viewed.append({**message, "content": content})
+        return viewed
 
     async def env_response(self, messages: list[Message], state: State) -> list[Message]:
         board: Board = state["board"]

@@ -106,6 +106,15 @@ class Wording:
             text = f"{text}{self.gap}Available positions: {free_cells(board)}"
         return f"{text}\n{open_lines(board)}" if self.lists_open_lines else text
 
+    def with_open_lines(self, text: str, board: Board) -> str:
+        """`text`, a message of this wording on `board`, with the open lines after the position
+        as the threats board shows them; unchanged where it lists them already or shows no
+        position (a privileged teacher's view: TicTacToeEnv.privileged_view)."""
+        if self.lists_open_lines:
+            return text
+        position = self.position(board)
+        return text.replace(position, f"{position}\n{open_lines(board)}", 1)
+
     def turn_message(self, board: Board, status: str | None) -> str:
         """The message asking for the next move: status line (if any), board, prompt."""
         body = f"{self.position(board)}\nYour turn."

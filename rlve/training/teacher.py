@@ -1,0 +1,149 @@
+"""The teacher of on-policy distillation: its log-prob of every token the student sampled.
+
+The teacher reads each sequence as the student played it, or as the environment's privileged
+view shows it (`TrainSequence.teacher_token_ids`), and scores exactly the student's sampled ids
+at temperature 1, with no gradient, through the trainer's own packing and scorer (prefix tree
+included). `Teacher.distill` turns the scores into per-token advantages
+(rlve.algorithms.distill).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from rlve.algorithms.distill import DistillStats, distilled_sequence
+from rlve.algorithms.packed_rows import sequence_ids
+from rlve.algorithms.train_sequences import TrainSequence
+from rlve.config.distill import DistillConfig
+from rlve.types import MicroBatch, TrainBatch
+
+logger = logging.getLogger(__name__)
+
+BuildBatch = Callable[[Sequence[TrainSequence]], TrainBatch]
+"""packs sequences into micro-batches on the trainer's device (Trainer._build_batch)"""
+ScoreMicroBatch = Callable[[MicroBatch], Tensor]
+"""[B, T] log-probs of a micro-batch's tokens under the teacher at temperature 1 (no grad)"""
+
+
+def check_same_tokenizer(student, teacher, teacher_name: str) -> None:
+    """Raise ValueError naming the first token id whose token differs between the two
+    tokenizers (or the sizes): the teacher must score the student's ids as the same text."""
+    ours, theirs = student.get_vocab(), teacher.get_vocab()
+    by_id = {i: t for t, i in ours.items()}
+    their_by_id = {i: t for t, i in theirs.items()}
+    for token_id in range(max(len(by_id), len(their_by_id))):
+        mine, other = by_id.get(token_id), their_by_id.get(token_id)
+        if mine != other:
+            raise ValueError(
+                f"trainer.distill.teacher={teacher_name!r} has another tokenizer than the "
+                f"student: token id {token_id} is {mine!r} for the student and {other!r} for the "
+                "teacher; a teacher must score the student's own token ids"
+            )
+
+
+def teacher_sequences(sequences: Sequence[TrainSequence]) -> list[TrainSequence]:
+    """What the teacher reads of each sequence: its privileged view, else the sequence itself,
+    with the sampled tokens as the loss mask. Raises ValueError where a view's sampled ids are
+    not the student's (a view must hold them exactly, in order)."""
+    read = []
+    for index, sequence in enumerate(sequences):
+        if sequence.teacher_token_ids is None:
+            read.append(TrainSequence(sequence.token_ids, sequence.loss_mask))
+            continue
+        ids, mask = sequence.teacher_token_ids, sequence.teacher_loss_mask or []
+        theirs = [t for t, m in zip(ids, mask, strict=True) if m]
+        ours = [t for t, m in zip(sequence.token_ids, sequence.loss_mask, strict=True) if m]
+        if theirs != ours:
+            raise ValueError(
+                f"sequence {index}: the teacher's view holds other sampled ids than the student's "
+                f"({len(theirs)} against {len(ours)} tokens)"
+            )
+        read.append(TrainSequence(ids, mask))
+    return read
+
+
+def sampled_logprobs(batch: TrainBatch, logps: Sequence[Tensor]) -> dict[int, list[float]]:
+    """Each sequence's log-probs of its masked tokens, by its index in the list the batch was
+    built from. A micro-batch's masked tokens, read row by row, come sequence after sequence in
+    its `sequence_index` order (padded: a row each; packed: their places in the rows)."""
+    out: dict[int, list[float]] = {}
+    for micro, logp in zip(batch.micro_batches, logps, strict=True):
+        flat = logp[micro.loss_mask].tolist()
+        counts = micro.loss_mask.sum(dim=1).tolist() if micro.position_ids is None else None
+        if counts is None:  # packed: count each sequence's masked tokens from its position ids
+            ids = sequence_ids(micro.position_ids)[micro.loss_mask]
+            counts = torch.bincount(ids, minlength=len(micro.sequence_index)).tolist()
+        start = 0
+        for index, count in zip(micro.sequence_index, counts, strict=True):
+            out[index] = flat[start : start + count]
+            start += count
+    return out
+
+
+@dataclass
+class ScoreCheck:
+    """The start-up check: the same ids scored twice agree within the dtype's tolerance."""
+
+    max_difference: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_difference <= self.tolerance
+
+
+def repeat_tolerance(dtype: str, logps: Tensor) -> float:
+    """How far two scorings of the same ids may differ: 4 units in the last place of the compute
+    dtype at the largest log-prob's magnitude (a reduction taken in another order rounds
+    differently, e.g. on a GPU's atomics; the same kernels on a CPU agree exactly)."""
+    eps = torch.finfo(torch.bfloat16 if dtype == "bfloat16" else torch.float32).eps
+    return 4 * eps * max(1.0, float(logps.abs().max()) if logps.numel() else 1.0)
+
+
+class Teacher:
+    """Scores the student's sampled tokens and adds them to the advantages (trainer.distill)."""
+
+    def __init__(self, config: DistillConfig, dtype: str, build_batch: BuildBatch,
+                 score: ScoreMicroBatch) -> None:  # fmt: skip
+        self.config = config
+        self.dtype = dtype
+        self.build_batch = build_batch
+        self.score = score
+        self.check: ScoreCheck | None = None
+        """the start-up check, taken on the first step's first micro-batch"""
+
+    @torch.no_grad()
+    def logprobs(self, sequences: Sequence[TrainSequence]) -> list[list[float]]:
+        """The teacher's log-prob of each sampled token of each sequence, in order."""
+        batch = self.build_batch(teacher_sequences(sequences))
+        logps = [self.score(micro) for micro in batch.micro_batches]
+        if self.check is None:
+            again = self.score(batch.micro_batches[0])
+            mask = batch.micro_batches[0].loss_mask
+            difference = float((again - logps[0])[mask].abs().max()) if mask.any() else 0.0
+            self.check = ScoreCheck(difference, repeat_tolerance(self.dtype, logps[0][mask]))
+            log = logger.info if self.check.passed else logger.warning
+            verdict = "" if self.check.passed else ": the teacher's scores are not repeatable"
+            log("teacher %r: the same ids scored twice differ by at most %.3g (tolerance %.3g)%s",
+                self.config.teacher, difference, self.check.tolerance, verdict)  # fmt: skip
+        by_index = sampled_logprobs(batch, logps)
+        return [by_index[i] for i in range(len(sequences))]
+
+    def distill(self, sequences: Sequence[TrainSequence]) -> tuple[list[TrainSequence], dict]:
+        """`sequences` with the teacher's signal in their advantages, and `distill/*` metrics."""
+        stats = DistillStats()
+        c = self.config
+        distilled = [
+            distilled_sequence(s, teacher, coef=c.coef, reward_weight=c.reward_weight,
+                               clip_low=c.clip_low, clip_high=c.clip_high, stats=stats)
+            for s, teacher in zip(sequences, self.logprobs(sequences), strict=True)
+        ]  # fmt: skip
+        metrics = stats.metrics()
+        if self.check is not None:
+            metrics["distill/repeat_difference"] = self.check.max_difference
+        return distilled, metrics
