@@ -40,9 +40,9 @@ class DistillStats:
             "distill/clip_frac": self.clipped / n,
             "distill/tokens": float(self.tokens),
         }
-        for q in range(QUARTERS):
-            tokens = max(self.quarter_tokens[q], 1)
-            out[f"distill/reverse_kl_q{q + 1}"] = self.quarter_kl[q] / tokens
+        quarters = zip(self.quarter_kl, self.quarter_tokens, strict=True)
+        for number, (kl, tokens) in enumerate(quarters, start=1):
+            out[f"distill/reverse_kl_q{number}"] = kl / max(tokens, 1)
         return out
 
 

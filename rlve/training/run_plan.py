@@ -60,6 +60,14 @@ def plan(config: RunConfig, gpus: int, cpu_kind: str) -> str:
         f"lr {t.lr}, {'LoRA' if t.lora.enabled else 'full fine-tuning'}, async_level "
         f"{r.async_level}"
     )
+    d = t.distill
+    if d.enabled:
+        view = "the environment's privileged view" if d.privileged else "the student's view"
+        lines.append(
+            f"distillation: teacher {d.teacher} reads {view} and scores each sampled token; a "
+            f"token's advantage is {d.reward_weight} x the reward's + {d.coef} x "
+            f"clip(log p_teacher - log p_sampler, {d.clip_low}, {d.clip_high})"
+        )
     gpus_used = placed.inference.gpus if placed.inference.gpus is not None else "from 0"
     where = f"vLLM on GPUs {gpus_used}" if gpus else "vLLM on the CPU"
     lines.append(f"device: trainer on {device}, {where} with a {share} memory share; dtype "

@@ -19,13 +19,20 @@ from torch import Tensor
 from rlve.algorithms.distill import DistillStats, distilled_sequence
 from rlve.algorithms.packed_rows import sequence_ids
 from rlve.algorithms.train_sequences import TrainSequence
-from rlve.config.distill import DistillConfig
+from rlve.config import TrainerConfig
+from rlve.config.distill import OWN_TEACHERS, DistillConfig
+from rlve.distributed import World
+from rlve.models import load_tokenizer
+from rlve.training.logprobs import TokenScorer
+from rlve.training.policy import PolicyModels, frozen_scorer
 from rlve.types import MicroBatch, TrainBatch
 
 logger = logging.getLogger(__name__)
 
 BuildBatch = Callable[[Sequence[TrainSequence]], TrainBatch]
 """packs sequences into micro-batches on the trainer's device (Trainer._build_batch)"""
+ScoreWith = Callable[[TokenScorer, MicroBatch, float], tuple[Tensor, Tensor]]
+"""(log-probs, entropies) of a micro-batch under a scorer at a temperature (Trainer._logprobs)"""
 ScoreMicroBatch = Callable[[MicroBatch], Tensor]
 """[B, T] log-probs of a micro-batch's tokens under the teacher at temperature 1 (no grad)"""
 
@@ -147,3 +154,33 @@ class Teacher:
         if self.check is not None:
             metrics["distill/repeat_difference"] = self.check.max_difference
         return distilled, metrics
+
+
+def build_teacher(
+    config: TrainerConfig, world: World, tokenizer, policy: PolicyModels,
+    logprobs: ScoreWith, build_batch: BuildBatch,
+) -> Teacher:  # fmt: skip
+    """The trainer's distillation teacher: the live policy ("self"), the starting weights
+    ("initial": a frozen copy, the KL reference's when there is one, or with LoRA the adapter
+    off), or another model with the student's tokenizer, loaded frozen beside the policy."""
+    name = config.distill.teacher
+    if world.sharded:
+        raise ValueError("trainer.distill under torchrun (sharded) is not built: run the "
+                         "distillation in one process (one GPU, or the CPU)")  # fmt: skip
+    scorer = None
+    if name == "initial" and not config.lora.enabled:
+        scorer = policy.reference_scorer or frozen_scorer(config.model, config)
+    elif name not in OWN_TEACHERS:
+        check_same_tokenizer(tokenizer, load_tokenizer(name), name)
+        scorer = frozen_scorer(name, config)
+
+    def score(micro: MicroBatch) -> Tensor:
+        if scorer is not None:
+            return logprobs(scorer, micro, 1.0)[0]
+        if name == "initial":  # LoRA: the base model is the starting weights
+            with policy.model.disable_adapter():
+                return logprobs(policy.scorer, micro, 1.0)[0]
+        return logprobs(policy.scorer, micro, 1.0)[0]
+
+    logger.info("distillation teacher: %s", name)
+    return Teacher(config.distill, config.dtype, build_batch, score)

@@ -42,10 +42,10 @@ from rlve.training.logprobs import TokenScorer
 from rlve.training.micro_loss import micro_batch_loss
 from rlve.training.packed_attention import check_packable, separates_sequences, shares_prefixes
 from rlve.training.peak import peak_tflops
-from rlve.training.policy import build_policy, frozen_scorer
+from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
-from rlve.training.teacher import Teacher, check_same_tokenizer
+from rlve.training.teacher import Teacher, build_teacher
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,11 @@ class Trainer:
         self.peak_tflops = peak_tflops(self.device, config.dtype) if peak is None else peak or None
         """the denominator of perf/mfu (rlve.training.peak); None: unknown"""
 
-        self.teacher = self._teacher() if config.distill.enabled else None
+        self.teacher: Teacher | None = None
         """scores the sampled tokens for on-policy distillation (trainer.distill)"""
+        if config.distill.enabled:
+            self.teacher = build_teacher(config, world, self.tokenizer, policy, self._logprobs,
+                                         self._build_batch)  # fmt: skip
 
         self.trainable_parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.guard = GuardedOptimizer(self.trainable_parameters, config)
@@ -331,32 +334,6 @@ class Trainer:
             position_ids=micro.position_ids,
             prefix_tree=micro.prefix_tree,
         )
-
-    def _teacher(self) -> Teacher:
-        """The distillation teacher: the live policy ("self"), the starting weights ("initial":
-        a frozen copy, the KL reference's when there is one, or with LoRA the adapter off), or
-        another model with the student's tokenizer."""
-        config, name = self.config, self.config.distill.teacher
-        if self.world.sharded:
-            raise ValueError("trainer.distill under torchrun (sharded) is not built: run the "
-                             "distillation in one process (one GPU, or the CPU)")  # fmt: skip
-        teacher_scorer = None
-        if name == "initial" and not config.lora.enabled:
-            teacher_scorer = self.reference_scorer or frozen_scorer(config.model, config)
-        elif name not in ("self", "initial"):
-            check_same_tokenizer(self.tokenizer, load_tokenizer(name), name)
-            teacher_scorer = frozen_scorer(name, config)
-
-        def score(micro: MicroBatch) -> Tensor:
-            if teacher_scorer is not None:
-                return self._logprobs(teacher_scorer, micro, 1.0)[0]
-            if name == "initial":  # LoRA: the base model is the starting weights
-                with self.model.disable_adapter():
-                    return self._logprobs(self.scorer, micro, 1.0)[0]
-            return self._logprobs(self.scorer, micro, 1.0)[0]
-
-        logger.info("distillation teacher: %s", name)
-        return Teacher(config.distill, config.dtype, self._build_batch, score)
 
     @torch.no_grad()
     def _fill_logprobs(self, batch: TrainBatch, attribute: str, use_reference: bool) -> None:

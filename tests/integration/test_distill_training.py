@@ -223,3 +223,27 @@ def test_a_policy_that_stops_answering_still_trips_the_monitor_under_pure_distil
 def test_privileged_needs_an_environment_with_a_view(tmp_path):
     with pytest.raises(ValueError, match=r"environment\(s\) \['reverse_text'\] define no"):
         run(tmp_path, "r", "env.names=[reverse_text]", "trainer.max_steps=1")
+
+
+@pytest.mark.vllm
+def test_the_distillation_recipe_runs_on_the_tiny_model_through_vllm(tmp_path):
+    """`+experiment=tictactoe_distill` as a user runs it, with the tiny model at small sizes:
+    warm-up, vLLM sampling with its log-probs, the live policy scoring them from the threats
+    board's view; the tiny model plays no legal move, so the first-batch check is off."""
+    from rlve.loop import train
+    from rlve.train import load_run_config
+
+    out = tmp_path / "run"
+    config = load_run_config([
+        "+experiment=tictactoe_distill", "model=tiny", "stop_if_unplayable=false",
+        "warmup.teacher_games=24", "warmup.steps=2", "warmup.batch_size=4",
+        "rollout.groups_per_step=2", "rollout.group_size=2", "rollout.max_tokens=8",
+        "evaluation.games=0", "trainer.max_steps=2", "logging.wandb_mode=disabled",
+        "logging.console_every=0", f"output_dir={out}",
+    ])  # fmt: skip
+    train(config)
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == [1, 2]
+    for row in rows:
+        assert row["distill/tokens"] > 0 and math.isfinite(row["distill/reverse_kl"])
+        assert 0.0 <= row["distill/clip_frac"] <= 1.0

@@ -54,7 +54,7 @@ def test_the_workspace_holds_the_rollouts_table_panel():
     workspace = build_workspace("me", "rlve", "rlve")
     (table,) = workspace.sections[-1].panels
     assert (type(table).__name__, table.table_name) == ("WeavePanelSummaryTable", "rollouts")
-    assert sum(len(s.panels) for s in workspace.sections) == 29 + 1
+    assert sum(len(s.panels) for s in workspace.sections) == 32 + 1
 
 
 def test_a_failed_save_prints_the_workspace_and_exits_1(monkeypatch, capsys):

@@ -80,8 +80,9 @@ CHECKED = [c for c in COMMANDS if (c[0].split(":")[0], c[2].strip()) not in EXCE
 def test_the_commands_are_found_in_code_blocks_and_inline():
     training = [where for where, *_ in COMMANDS if where.startswith("docs/training.md:")]
     # the recipe and its --cfg job, the headline's plain-board override (inline), the two ways
-    # to choose a loss (inline), the CPU run, torchrun (inline), RLVE gym, the fading hints
-    assert len(training) == 9
+    # to choose a loss (inline), three distillations, the CPU run, torchrun (inline), RLVE gym,
+    # the fading hints
+    assert len(training) == 12
     assert any(where.startswith("README.md:") for where, *_ in COMMANDS)  # the map of the code
     assert len(COMMANDS) - len(CHECKED) == len(EXCEPTIONS)  # each exception is still in a doc
 
