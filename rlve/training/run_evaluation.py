@@ -1,8 +1,9 @@
 """The games a run plays on its own engine before its first step and after its last
 (`evaluation.*`): each environment of the run with `evaluation.env_args` over its own arguments,
 at the run's temperature and token limit. `evaluation.json` keeps both stages' summaries (each
-0/1 metric with its 95% interval) with the step each was played at, so a resumed run does not
-play the start again, and a run resumed to train further plays its end again."""
+0/1 metric with its 95% interval) and each game's outcome (so two runs pair game by game), with
+the step each was played at, so a resumed run does not play the start again, and a run resumed
+to train further plays its end again."""
 
 from __future__ import annotations
 
@@ -44,17 +45,25 @@ def evaluate_stage(
     sampling = SamplingConfig(temperature=config.trainer.temperature,
                               max_tokens=config.rollout.max_tokens)  # fmt: skip
     scores: dict[str, float] = {}
+    games: dict[str, list[dict]] = {}
     for name in expand_env_names(config.env.names):
         env = load_environment(name, **{**config.env.args_for(name), **e.env_args})
         in_flight = min(e.games, config.rollout.max_concurrent)
-        summary = evaluate(env, engine, e.games, seed=e.seed, sampling=sampling,
-                           max_concurrent=in_flight, progress=True).summary  # fmt: skip
-        scores.update({f"{name}/{metric}": value for metric, value in summary.items()})
-    stages[stage] = {"step": step, "scores": scores}
+        result = evaluate(env, engine, e.games, seed=e.seed, sampling=sampling,
+                          max_concurrent=in_flight, progress=True)  # fmt: skip
+        scores.update({f"{name}/{metric}": value for metric, value in result.summary.items()})
+        games[name] = [game_outcome(t) for g in result.groups for t in g.trajectories]
+    stages[stage] = {"step": step, "scores": scores, "games": games}
     write_text_atomically(run_dir / EVALUATION_FILE, json.dumps(stages, indent=1))
     print(f"evaluation, {stage} (step {step}, {e.games} games of each environment): "
           f"{describe(scores)}", flush=True)  # fmt: skip
     return scores
+
+
+def game_outcome(trajectory) -> dict:
+    """One evaluation game as `evaluation.json` keeps it: its example, its reward and its
+    episode metrics (game/draw, game/invalid, missed blocks...)."""
+    return {"example_id": trajectory.example_id, "reward": trajectory.reward, **trajectory.metrics}
 
 
 def describe(scores: dict[str, float], most: int = 6) -> str:

@@ -40,6 +40,9 @@ def test_the_warm_up_is_made_once_and_the_start_is_evaluated_once(tmp_path, caps
     start, end = stages["start"]["scores"], stages["end"]["scores"]
     assert start["tictactoe/game/draw"] == end["tictactoe/game/draw"] == 1.0
     assert (stages["start"]["step"], stages["end"]["step"]) == (0, 1)
+    games = stages["end"]["games"]["tictactoe"]  # kept game by game, to pair two runs
+    assert sorted(g["example_id"] for g in games) == sorted({g["example_id"] for g in games})
+    assert len(games) == 4 and all(g["game/draw"] == 1.0 for g in games)
     made = sft.stat().st_mtime_ns
     capsys.readouterr()
     resumed = load_run_config([*SMALL, *MINIMAX, "trainer.max_steps=2", "resume=true",
