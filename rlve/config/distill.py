@@ -23,6 +23,12 @@ class DistillConfig:
     the adapter off); "self": the live policy, scored before the step's update (no second model
     held; with `privileged` this is self-distillation from a privileged view). A teacher whose
     tokenizer differs from the student's is refused at start"""
+    teacher_server: str | None = None
+    """URL of an `rlve.serve` server (or vLLM's own OpenAI-compatible server) serving `teacher`:
+    its log-probs come from the server's /v1/completions with `prompt_logprobs` instead of a
+    copy held beside the trainer, which keeps the trainer's memory for the student (GPU users
+    with a teacher too large to share it). `teacher` still names the model, for the tokenizer
+    check; the server's secret is read from RLVE_SERVE_SECRET. None: the teacher is held here"""
     coef: float = 1.0
     """weight of the teacher's signal: a sampled token's advantage is reward_weight x the
     environment's advantage + coef x d_t, d_t = log p_teacher - log p_sampler (clipped); > 0"""
@@ -45,6 +51,9 @@ class DistillConfig:
 
     def validate(self) -> None:
         if not self.enabled:
+            require(self.teacher_server is None,
+                    "trainer.distill.teacher_server needs trainer.distill.teacher (the model it "
+                    "serves)")  # fmt: skip
             require(not self.privileged,
                     "trainer.distill.privileged=true needs a teacher: set trainer.distill.teacher "
                     f"(a model, or one of {list(OWN_TEACHERS)})")  # fmt: skip
@@ -59,6 +68,9 @@ class DistillConfig:
         require(self.clip_low < 0 < self.clip_high,
                 "trainer.distill.clip_low must be < 0 < clip_high, got "
                 f"[{self.clip_low}, {self.clip_high}]")  # fmt: skip
+        require(self.teacher_server is None or self.teacher not in OWN_TEACHERS,
+                f"trainer.distill.teacher_server serves a model: teacher={self.teacher!r} is the "
+                "student itself; name the served model (for the tokenizer check)")  # fmt: skip
         require(self.teacher != "self" or self.privileged,
                 "trainer.distill.teacher=self without privileged=true scores the student's tokens "
                 "with the weights that sampled them: d_t is 0 up to sampler noise, nothing to "

@@ -166,10 +166,22 @@ class RemoteVLLMEngine:
 
     def prompt_logprobs(self, token_ids: list[int], replica: int = 0) -> list[float]:
         """Server `replica`'s log-prob of each token given the ones before (temperature 1)."""
+        return self._call(self._prompt_logprobs(token_ids, replica))
+
+    def many_prompt_logprobs(self, sequences: list[list[int]]) -> list[list[float]]:
+        """`prompt_logprobs` of each sequence, all in flight at once, spread over the servers."""
+
+        async def every() -> list[list[float]]:
+            return await asyncio.gather(*(self._prompt_logprobs(ids, i % len(self.urls))
+                                          for i, ids in enumerate(sequences)))  # fmt: skip
+
+        return self._call(every())
+
+    async def _prompt_logprobs(self, token_ids: list[int], replica: int) -> list[float]:
         body = {"model": self._models[replica], "prompt": list(token_ids), "max_tokens": 1,
                 "temperature": 1.0, "top_p": 1.0, "prompt_logprobs": 0,
                 **WHOLE_DISTRIBUTION}  # fmt: skip
-        answer = self._call(self._post(replica, "/v1/completions", body))
+        answer = await self._post(replica, "/v1/completions", body)
         steps = answer["choices"][0]["prompt_logprobs"][1:]
         return [
             step[str(token)]["logprob"] for step, token in zip(steps, token_ids[1:], strict=True)

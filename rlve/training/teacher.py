@@ -19,7 +19,7 @@ from torch import Tensor
 from rlve.algorithms.distill import DistillStats, distilled_sequence
 from rlve.algorithms.packed_rows import sequence_ids
 from rlve.algorithms.train_sequences import TrainSequence
-from rlve.config import TrainerConfig
+from rlve.config import InferenceConfig, TrainerConfig
 from rlve.config.distill import OWN_TEACHERS, DistillConfig
 from rlve.distributed import World
 from rlve.models import load_tokenizer
@@ -35,6 +35,8 @@ ScoreWith = Callable[[TokenScorer, MicroBatch, float], tuple[Tensor, Tensor]]
 """(log-probs, entropies) of a micro-batch under a scorer at a temperature (Trainer._logprobs)"""
 ScoreMicroBatch = Callable[[MicroBatch], Tensor]
 """[B, T] log-probs of a micro-batch's tokens under the teacher at temperature 1 (no grad)"""
+SequenceScorer = Callable[[Sequence[TrainSequence]], list[list[float]]]
+"""the teacher's log-prob of each masked token of each sequence it reads, in order"""
 
 
 def check_same_tokenizer(student, teacher, teacher_name: str) -> None:
@@ -104,42 +106,65 @@ class ScoreCheck:
         return self.max_difference <= self.tolerance
 
 
-def repeat_tolerance(dtype: str, logps: Tensor) -> float:
+def repeat_tolerance(dtype: str, logps: Sequence[float]) -> float:
     """How far two scorings of the same ids may differ: 4 units in the last place of the compute
     dtype at the largest log-prob's magnitude (a reduction taken in another order rounds
     differently, e.g. on a GPU's atomics; the same kernels on a CPU agree exactly)."""
     eps = torch.finfo(torch.bfloat16 if dtype == "bfloat16" else torch.float32).eps
-    return 4 * eps * max(1.0, float(logps.abs().max()) if logps.numel() else 1.0)
+    return 4 * eps * max([1.0, *(abs(x) for x in logps)])
+
+
+def local_scorer(build_batch: BuildBatch, score: ScoreMicroBatch) -> SequenceScorer:
+    """Scores sequences with a model held here, through the trainer's packing and prefix tree."""
+
+    @torch.no_grad()
+    def scored(read: Sequence[TrainSequence]) -> list[list[float]]:
+        batch = build_batch(read)
+        by_index = sampled_logprobs(batch, [score(micro) for micro in batch.micro_batches])
+        return [by_index[i] for i in range(len(read))]
+
+    return scored
+
+
+def server_scorer(engine) -> SequenceScorer:
+    """Scores sequences on a server: `engine.many_prompt_logprobs` (a RemoteVLLMEngine's: the
+    `prompt_logprobs` of each sequence, all in flight at once)."""
+
+    def scored(read: Sequence[TrainSequence]) -> list[list[float]]:
+        every = engine.many_prompt_logprobs([list(s.token_ids) for s in read])
+        # every[i][t - 1] is the log-prob of token t: the first token has none (and no mask)
+        return [[lp for lp, m in zip(lps, s.loss_mask[1:], strict=True) if m]
+                for lps, s in zip(every, read, strict=True)]  # fmt: skip
+
+    return scored
 
 
 class Teacher:
     """Scores the student's sampled tokens and adds them to the advantages (trainer.distill)."""
 
-    def __init__(self, config: DistillConfig, dtype: str, build_batch: BuildBatch,
-                 score: ScoreMicroBatch) -> None:  # fmt: skip
+    def __init__(self, config: DistillConfig, dtype: str, score: SequenceScorer) -> None:
         self.config = config
         self.dtype = dtype
-        self.build_batch = build_batch
         self.score = score
         self.check: ScoreCheck | None = None
-        """the start-up check, taken on the first step's first micro-batch"""
+        """the start-up check, taken on the first step's sequences"""
 
-    @torch.no_grad()
     def logprobs(self, sequences: Sequence[TrainSequence]) -> list[list[float]]:
-        """The teacher's log-prob of each sampled token of each sequence, in order."""
-        batch = self.build_batch(teacher_sequences(sequences))
-        logps = [self.score(micro) for micro in batch.micro_batches]
+        """The teacher's log-prob of each sampled token of each sequence, in order. The first
+        call scores them twice and logs how far the two agree (`check`)."""
+        read = teacher_sequences(sequences)
+        scores = self.score(read)
         if self.check is None:
-            again = self.score(batch.micro_batches[0])
-            mask = batch.micro_batches[0].loss_mask
-            difference = float((again - logps[0])[mask].abs().max()) if mask.any() else 0.0
-            self.check = ScoreCheck(difference, repeat_tolerance(self.dtype, logps[0][mask]))
+            again = self.score(read)
+            flat = [x for s in scores for x in s]
+            difference = max((abs(a - b) for s, t in zip(scores, again, strict=True)
+                              for a, b in zip(s, t, strict=True)), default=0.0)  # fmt: skip
+            self.check = ScoreCheck(difference, repeat_tolerance(self.dtype, flat))
             log = logger.info if self.check.passed else logger.warning
             verdict = "" if self.check.passed else ": the teacher's scores are not repeatable"
             log("teacher %r: the same ids scored twice differ by at most %.3g (tolerance %.3g)%s",
                 self.config.teacher, difference, self.check.tolerance, verdict)  # fmt: skip
-        by_index = sampled_logprobs(batch, logps)
-        return [by_index[i] for i in range(len(sequences))]
+        return scores
 
     def distill(self, sequences: Sequence[TrainSequence]) -> tuple[list[TrainSequence], dict]:
         """`sequences` with the teacher's signal in their advantages, and `distill/*` metrics."""
@@ -167,6 +192,13 @@ def build_teacher(
     if world.sharded:
         raise ValueError("trainer.distill under torchrun (sharded) is not built: run the "
                          "distillation in one process (one GPU, or the CPU)")  # fmt: skip
+    if config.distill.teacher_server is not None:
+        check_same_tokenizer(tokenizer, load_tokenizer(name), name)
+        from rlve.inference.remote_engine import RemoteVLLMEngine
+
+        engine = RemoteVLLMEngine([config.distill.teacher_server], tokenizer, InferenceConfig())
+        logger.info("distillation teacher: %s on %s", name, config.distill.teacher_server)
+        return Teacher(config.distill, config.dtype, server_scorer(engine))
     scorer = None
     if name == "initial" and not config.lora.enabled:
         scorer = policy.reference_scorer or frozen_scorer(config.model, config)
@@ -183,4 +215,4 @@ def build_teacher(
         return logprobs(policy.scorer, micro, 1.0)[0]
 
     logger.info("distillation teacher: %s", name)
-    return Teacher(config.distill, config.dtype, build_batch, score)
+    return Teacher(config.distill, config.dtype, local_scorer(build_batch, score))

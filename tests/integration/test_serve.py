@@ -82,6 +82,28 @@ def server(tmp_path_factory):
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def test_a_served_teacher_scores_as_the_same_model_held_here(server, monkeypatch):
+    """trainer.distill.teacher_server: the teacher's log-probs of a step's sampled tokens come
+    from the server's prompt_logprobs (the tiny model's weights, its generation config asking
+    for a narrow distribution that the request overrides), and agree with the same model held
+    beside the trainer. Runs before any test pushes other weights into the server."""
+    from rlve.algorithms.train_sequences import TrainSequence
+    from rlve.config.distill import DistillConfig
+
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    here = Trainer(TrainerConfig(distill=DistillConfig(teacher="tiny")))
+    served = Trainer(TrainerConfig(distill=DistillConfig(teacher="tiny", teacher_server=server)))
+    ids = here.tokenizer.encode("<|im_start|>user\nplay<|im_end|>\n<|im_start|>assistant\n4 5")
+    sequences = [TrainSequence(ids, [0] * (len(ids) - 3) + [1] * 3),
+                 TrainSequence(ids[:-1], [0] * (len(ids) - 3) + [1, 1])]  # fmt: skip
+    mine, theirs = here.teacher.logprobs(sequences), served.teacher.logprobs(sequences)
+    assert [len(s) for s in theirs] == [3, 2]
+    # float32 on both sides, other kernels: ~1e-5 apart (as in the push test below)
+    for a, b in zip(mine, theirs, strict=True):
+        assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-4
+    assert served.teacher.check.passed and here.teacher.check.max_difference == 0.0
+
+
 def test_a_trainer_pushes_into_a_separate_server_and_it_serves_those_weights(server, monkeypatch):
     monkeypatch.setenv(SECRET_ENV, SECRET)
     trainer = Trainer(TrainerConfig())

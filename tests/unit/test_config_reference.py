@@ -20,8 +20,8 @@ def test_the_committed_page_is_what_the_code_generates():
 def test_every_field_of_every_section_is_on_the_page():
     sections = {title: rows for title, _, rows in config_rows(RunConfig())}
     assert list(sections) == [
-        "(top level)", "trainer", "trainer.lora", "trainer.distill", "rollout", "env", "env.curriculum",
-        "inference", "logging", "hacking", "warmup", "evaluation",
+        "(top level)", "trainer", "trainer.lora", "trainer.distill", "rollout", "env",
+        "env.curriculum", "inference", "logging", "hacking", "warmup", "evaluation",
     ]  # fmt: skip
     keys = {row.key for rows in sections.values() for row in rows}
     assert {"trainer.lora.rank", "rollout.group_size", "inference.weight_transport"} <= keys

@@ -86,6 +86,8 @@ def test_a_count_mismatch_or_missing_sampler_logprobs_is_refused():
         ({"teacher": "initial", "clip_low": 1.0}, "clip_low must be < 0 < clip_high"),
         ({"teacher": "self"}, "teacher=self without privileged=true"),
         ({"privileged": True}, "privileged=true needs a teacher"),
+        ({"teacher_server": "http://h:1"}, "teacher_server needs trainer.distill.teacher"),
+        ({"teacher": "initial", "teacher_server": "http://h:1"}, "is the student itself"),
     ],
 )
 def test_bad_distill_settings_fail_naming_the_field(fields, message):
@@ -116,9 +118,7 @@ def test_a_tokenizer_that_differs_is_refused_naming_the_first_token(tiny_tokeniz
 
 
 def test_the_repeat_tolerance_is_four_units_in_the_last_place():
-    import torch
-
-    logps = torch.tensor([-0.5, -8.0])
+    logps = [-0.5, -8.0]
     assert repeat_tolerance("float32", logps) == pytest.approx(4 * 8 * 2.0**-23)
     assert repeat_tolerance("bfloat16", logps) == pytest.approx(4 * 8 * 2.0**-7)
 
