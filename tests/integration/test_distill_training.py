@@ -8,12 +8,12 @@ import math
 import shutil
 
 import pytest
+import test_loop
 import torch
 
 from rlve.algorithms.train_sequences import TrainSequence
 from rlve.config import TrainerConfig
 from rlve.config.distill import DistillConfig
-from rlve.envs.tictactoe import random_policy
 from rlve.models import load_causal_lm
 from rlve.training.hacking_monitor import RewardHackingSuspected
 from rlve.training.trainer import Trainer
@@ -157,51 +157,24 @@ def test_environment_tokens_get_no_signal_in_a_real_step():
 
 # ---- the loop --------------------------------------------------------------------------------
 
-LOOP = [
-    "+experiment=tictactoe_course",
-    "rollout.engine=scripted",
-    "rollout.scripted_policy=rlve.envs.tictactoe:random_policy",
-    "rollout.groups_per_step=2",
-    "rollout.group_size=4",
-    "rollout.async_level=0",
-    "logging.wandb_mode=disabled",
-    "logging.console_every=0",
-    "trainer.lora.enabled=false",
-    "trainer.lr=1e-3",
-    "trainer.distill.teacher=initial",
-    "trainer.distill.privileged=true",
-]
+DISTILL = ["trainer.distill.teacher=initial", "trainer.distill.privileged=true"]
+"""added to the loop tests' fast run (tests/integration/test_loop.py): the starting weights as
+the teacher, reading the threats line of the grid board the student plays"""
 
 
 def run(tmp_path, name, *overrides, on_step=None):
-    from rlve.loop import train
-    from rlve.train import load_run_config
-
-    config = load_run_config([*LOOP, f"output_dir={tmp_path / name}", *overrides])
-    return train(config, on_step=on_step)
-
-
-def metrics(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return test_loop.run(tmp_path, name, *DISTILL, *overrides, on_step=on_step)
 
 
 def test_a_distillation_run_resumes_exactly_and_logs_its_metrics(tmp_path):
     whole = run(tmp_path, "whole", "trainer.max_steps=3", "save_every=1")
     run(tmp_path, "part", "trainer.max_steps=2", "save_every=1")
     part = run(tmp_path, "part", "trainer.max_steps=3", "save_every=1", "resume=true")
-    rows_whole, rows_part = metrics(whole), metrics(part)
+    rows_whole, rows_part = test_loop.metrics(whole), test_loop.metrics(part)
     keys = [k for k in rows_whole[2] if k.startswith(("distill/", "train/loss", "reward/"))]
     assert "distill/reverse_kl" in keys and "distill/reverse_kl_q4" in keys
     assert {k: rows_part[2][k] for k in keys} == {k: rows_whole[2][k] for k in keys}
     assert rows_whole[0]["distill/tokens"] > 0
-
-
-ESCAPING = {"now": False}
-
-
-def stops_playing(messages, rng=None):
-    """Random legal moves until `ESCAPING["now"]`, then an answer that names no free cell."""
-    return "<think>.</think><move>9</move>" if ESCAPING["now"] else random_policy(messages, rng)
 
 
 def test_a_policy_that_stops_answering_still_trips_the_monitor_under_pure_distillation(tmp_path):
@@ -209,15 +182,15 @@ def test_a_policy_that_stops_answering_still_trips_the_monitor_under_pure_distil
     step 3 on is still seen: the monitor watches the environment's escapes, not the loss."""
 
     def escape_after_2(step, trainer, engine, metrics):
-        ESCAPING["now"] = step >= 2
+        test_loop.ESCAPING["now"] = step >= 2
 
-    ESCAPING["now"] = False
+    test_loop.ESCAPING["now"] = False
     with pytest.raises(RewardHackingSuspected, match="step 3: .*game/invalid rose from 0.000"):
         run(tmp_path, "r", "trainer.max_steps=5", "save_every=100", "hacking.action=stop",
             "trainer.distill.reward_weight=0", "rollout.dynamic_sampling=false",
-            f"rollout.scripted_policy={__name__}:stops_playing",
+            "rollout.scripted_policy=test_loop:stops_playing",
             on_step=escape_after_2)  # fmt: skip
-    assert [r["step"] for r in metrics(tmp_path / "r")] == [1, 2, 3]
+    assert [r["step"] for r in test_loop.metrics(tmp_path / "r")] == [1, 2, 3]
 
 
 def test_privileged_needs_an_environment_with_a_view(tmp_path):
@@ -242,7 +215,7 @@ def test_the_distillation_recipe_runs_on_the_tiny_model_through_vllm(tmp_path):
         "logging.console_every=0", f"output_dir={out}",
     ])  # fmt: skip
     train(config)
-    rows = metrics(out)
+    rows = test_loop.metrics(out)
     assert [r["step"] for r in rows] == [1, 2]
     for row in rows:
         assert row["distill/tokens"] > 0 and math.isfinite(row["distill/reverse_kl"])
