@@ -95,22 +95,31 @@ def paired_lines(runs: dict[str, dict]) -> list[str]:
 
 
 def plot(runs: dict[str, dict], metric: str, path: Path) -> None:
-    """The training games' `metric` by step and by minute, one line per run."""
+    """The training games' `metric` by step and by minute, and each distillation run's reverse KL
+    to its teacher by step, one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (by_step, by_time, kl) = plt.subplots(1, 3, figsize=(15, 4))
     for name, run in runs.items():
         rows = [r for r in run["rows"] if f"{ENV}/{metric}" in r or metric in r]
         values = [r.get(f"{ENV}/{metric}", r.get(metric)) for r in rows]
-        by_step.plot([r["step"] for r in rows], values, marker="o", label=name)
-        by_time.plot([r["time"] / 60 for r in rows], values, marker="o", label=name)
+        (line,) = by_step.plot([r["step"] for r in rows], values, marker="o", label=name)
+        by_time.plot([r["time"] / 60 for r in rows], values, marker="o", label=name,
+                     color=line.get_color())  # fmt: skip
+        distilled = [r for r in run["rows"] if "distill/reverse_kl" in r]
+        if distilled:
+            kl.plot([r["step"] for r in distilled], [r["distill/reverse_kl"] for r in distilled],
+                    marker="o", label=name, color=line.get_color())  # fmt: skip
     by_step.set_xlabel("step")
     by_time.set_xlabel("minutes from the run's start")
     for ax in (by_step, by_time):
         ax.set_ylabel(f"training games: {metric}")
+    kl.set_xlabel("step")
+    kl.set_ylabel("reverse KL to the teacher, nats per sampled token")
+    for ax in (by_step, by_time, kl):
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
