@@ -121,7 +121,8 @@ def plot(runs: dict[str, dict], metric: str, path: Path) -> None:
     kl.set_ylabel("reverse KL to the teacher, nats per sampled token")
     for ax in (by_step, by_time, kl):
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_lines():  # no distillation run: an empty third panel
+            ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

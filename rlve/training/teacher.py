@@ -2,9 +2,9 @@
 
 The teacher reads each sequence as the student played it, or as the environment's privileged
 view shows it (`TrainSequence.teacher_token_ids`), and scores exactly the student's sampled ids
-at temperature 1, with no gradient, through the trainer's own packing and scorer (prefix tree
-included). `Teacher.distill` turns the scores into per-token advantages
-(rlve.algorithms.distill).
+at temperature 1, with no gradient: held here, through the trainer's own packing and scorer
+(prefix tree included), or on a server (`trainer.distill.teacher_server`). `Teacher.distill`
+turns the scores into per-token advantages (rlve.algorithms.distill).
 """
 
 from __future__ import annotations
