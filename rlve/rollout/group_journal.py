@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rlve.types import Fault, RolloutGroup, SideSequence, Trajectory
+from rlve.types import Fault, RolloutGroup, SideSequence, TeacherView, Trajectory
 
 
 def group_to_json(group: RolloutGroup) -> dict[str, Any]:
@@ -26,8 +26,9 @@ def trajectory_from_json(row: dict[str, Any]) -> Trajectory:
     sides = [SideSequence(**side) for side in row.get("side_sequences", [])]
     spans = [tuple(span) for span in row.get("turn_spans", [])]
     seats = [trajectory_from_json(seat) for seat in row.get("seats", [])]
+    view = TeacherView(**row["teacher_view"]) if row.get("teacher_view") else None
     return Trajectory(**{**row, "fault": fault, "side_sequences": sides, "turn_spans": spans,
-                         "seats": seats})  # fmt: skip
+                         "seats": seats, "teacher_view": view})  # fmt: skip
 
 
 def group_from_json(data: dict[str, Any]) -> RolloutGroup:

@@ -3,6 +3,7 @@ statistics, the config's checks, and tic-tac-toe's privileged view reaching the 
 ids and never the student's."""
 
 import asyncio
+import json
 
 import pytest
 
@@ -176,3 +177,12 @@ def test_the_view_travels_to_the_teacher_sequences_and_is_checked(tiny_tokenizer
               for s in sequences]  # fmt: skip
     with pytest.raises(ValueError, match="other sampled ids than the student's"):
         teacher_sequences(broken)
+
+
+def test_the_teacher_view_survives_the_group_journal(tiny_tokenizer):
+    from rlve.rollout.group_journal import group_from_json, group_to_json
+
+    trajectory = played(tiny_tokenizer, privileged=True)
+    group = RolloutGroup(example_id=0, env_name="tictactoe", trajectories=[trajectory])
+    again = group_from_json(json.loads(json.dumps(group_to_json(group))))
+    assert again.trajectories[0].teacher_view == trajectory.teacher_view
