@@ -33,7 +33,7 @@ from rlve.config.loss_settings import warn_about_loss_departures
 from rlve.curriculum import DifficultyController
 from rlve.distributed import Crew, follow, init_world
 from rlve.envs import expand_env_names, load_environment
-from rlve.envs.base import Environment
+from rlve.envs.base import Environment, require_privileged_views
 from rlve.inference.cpu_binding import VLLMS_OWN
 from rlve.inference.engine import ServingEngine
 from rlve.inference.scripted import ScriptedEngine, load_policy
@@ -83,14 +83,7 @@ def build_environments(config: RunConfig) -> tuple[dict[str, Environment], dict[
             if config.env.weights is not None:
                 weights[name] = config.env.weights[i] / len(names)
     if config.trainer.distill.privileged:
-        blind = [name for name, env in envs.items()
-                 if type(env).privileged_view is Environment.privileged_view]  # fmt: skip
-        if blind:
-            raise ValueError(
-                f"trainer.distill.privileged=true, but environment(s) {blind} define no "
-                "privileged_view (what the teacher alone sees): set privileged=false, or define "
-                "Environment.privileged_view for them"
-            )
+        require_privileged_views(envs)
     return envs, weights
 
 

@@ -245,3 +245,16 @@ class MultiTurnEnv(Environment):
 
     async def env_response(self, messages: list[Message], state: State) -> list[Message]:
         raise NotImplementedError(f"{type(self).__name__} must implement env_response")
+
+
+def require_privileged_views(envs: Mapping[str, Environment]) -> None:
+    """Raise ValueError naming the environments that define no `privileged_view` (a run with
+    trainer.distill.privileged needs one from each)."""
+    blind = [name for name, env in envs.items()
+             if type(env).privileged_view is Environment.privileged_view]  # fmt: skip
+    if blind:
+        raise ValueError(
+            f"trainer.distill.privileged=true, but environment(s) {blind} define no "
+            "privileged_view (what the teacher alone sees): set privileged=false, or define "
+            "Environment.privileged_view for them"
+        )

@@ -95,10 +95,10 @@ async def sample_turn(
             teacher.append(chat.prompt_ids(_viewed(view, record.messages, record.state)), 0)
     elif chat is not None and record.pending_reply:
         last_ids = record.token_ids[record.turn_spans[-1][0] : record.turn_spans[-1][1]]
+        shown = _viewed(view, record.pending_reply, record.state) if teacher is not None else []
         try:
             reply_ids = chat.reply_ids(last_ids, record.pending_reply)
             if teacher is not None:
-                shown = _viewed(view, record.pending_reply, record.state)
                 teacher_ids = chat.reply_ids(last_ids, shown)
         except ChatTemplateError:
             raise

@@ -1,8 +1,10 @@
-"""The models a trainer holds: the policy (full or LoRA), its scorer, and the KL reference."""
+"""The models a trainer holds: the policy (full or LoRA), its scorer, and the reference: the
+starting weights that the KL penalty and a distillation teacher named "initial" read."""
 
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from torch import nn
@@ -27,7 +29,15 @@ class PolicyModels:
     scorer: TokenScorer
     """token log-probs of `causal_lm`; under torchrun the FSDP2 root unit"""
     reference_scorer: TokenScorer | None
-    """a frozen copy's scorer when kl_beta > 0 without LoRA (with LoRA: the adapter switched off)"""
+    """a frozen copy's scorer when the reference is needed without LoRA (kl_beta > 0, or
+    trainer.distill.teacher=initial); with LoRA the reference is the policy, adapter off"""
+
+    def reference(self) -> tuple[TokenScorer, AbstractContextManager]:
+        """The reference's scorer and the context to score in: the frozen copy, or with LoRA the
+        policy's own scorer with the adapter switched off."""
+        if self.reference_scorer is not None:
+            return self.reference_scorer, nullcontext()
+        return self.scorer, self.model.disable_adapter()
 
 
 def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
@@ -61,7 +71,8 @@ def build_policy(config: TrainerConfig, world: World) -> PolicyModels:
     if autocast_bf16:
         logger.info("full fine-tuning in bfloat16: float32 weights, bf16 autocast compute")
     reference_scorer = None
-    if config.kl_beta > 0 and not config.lora.enabled:
+    needs_reference = config.kl_beta > 0 or config.distill.teacher == "initial"
+    if needs_reference and not config.lora.enabled:
         reference_scorer = frozen_scorer(config.model, config)
     if world.sharded:
         shard_model(base, scorer, bf16_compute=bf16)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -83,8 +84,9 @@ def sampled_logprobs(batch: TrainBatch, logps: Sequence[Tensor]) -> dict[int, li
     out: dict[int, list[float]] = {}
     for micro, logp in zip(batch.micro_batches, logps, strict=True):
         flat = logp[micro.loss_mask].tolist()
-        counts = micro.loss_mask.sum(dim=1).tolist() if micro.position_ids is None else None
-        if counts is None:  # packed: count each sequence's masked tokens from its position ids
+        if micro.position_ids is None:  # padded: a sequence a row
+            counts = micro.loss_mask.sum(dim=1).tolist()
+        else:  # packed: each sequence's masked tokens, found by their position ids
             ids = sequence_ids(micro.position_ids)[micro.loss_mask]
             counts = torch.bincount(ids, minlength=len(micro.sequence_index)).tolist()
         start = 0
@@ -176,8 +178,7 @@ class Teacher:
             for s, teacher in zip(sequences, self.logprobs(sequences), strict=True)
         ]  # fmt: skip
         metrics = stats.metrics()
-        if self.check is not None:
-            metrics["distill/repeat_difference"] = self.check.max_difference
+        metrics["distill/repeat_difference"] = self.check.max_difference  # set by `logprobs`
         return distilled, metrics
 
 
@@ -186,33 +187,30 @@ def build_teacher(
     logprobs: ScoreWith, build_batch: BuildBatch,
 ) -> Teacher:  # fmt: skip
     """The trainer's distillation teacher: the live policy ("self"), the starting weights
-    ("initial": a frozen copy, the KL reference's when there is one, or with LoRA the adapter
-    off), or another model with the student's tokenizer, loaded frozen beside the policy."""
+    ("initial": the reference, `PolicyModels.reference`), or another model with the student's
+    tokenizer, loaded frozen beside the policy or scored on `teacher_server`."""
     name = config.distill.teacher
     if world.sharded:
         raise ValueError("trainer.distill under torchrun (sharded) is not built: run the "
                          "distillation in one process (one GPU, or the CPU)")  # fmt: skip
-    if config.distill.teacher_server is not None:
+    if name not in OWN_TEACHERS:
         check_same_tokenizer(tokenizer, load_tokenizer(name), name)
+    if config.distill.teacher_server is not None:
         from rlve.inference.remote_engine import RemoteVLLMEngine
 
         engine = RemoteVLLMEngine([config.distill.teacher_server], tokenizer, InferenceConfig())
         logger.info("distillation teacher: %s on %s", name, config.distill.teacher_server)
         return Teacher(config.distill, config.dtype, server_scorer(engine))
-    scorer = None
-    if name == "initial" and not config.lora.enabled:
-        scorer = policy.reference_scorer or frozen_scorer(config.model, config)
-    elif name not in OWN_TEACHERS:
-        check_same_tokenizer(tokenizer, load_tokenizer(name), name)
-        scorer = frozen_scorer(name, config)
+    held: TokenScorer | None = None  # "initial": the reference, which LoRA reads adapter off
+    if name == "self":
+        held = policy.scorer
+    elif name != "initial":
+        held = frozen_scorer(name, config)
 
     def score(micro: MicroBatch) -> Tensor:
-        if scorer is not None:
+        scorer, context = policy.reference() if held is None else (held, nullcontext())
+        with context:
             return logprobs(scorer, micro, 1.0)[0]
-        if name == "initial":  # LoRA: the base model is the starting weights
-            with policy.model.disable_adapter():
-                return logprobs(policy.scorer, micro, 1.0)[0]
-        return logprobs(policy.scorer, micro, 1.0)[0]
 
     logger.info("distillation teacher: %s", name)
     return Teacher(config.distill, config.dtype, local_scorer(build_batch, score))

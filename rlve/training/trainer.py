@@ -14,6 +14,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -83,7 +84,7 @@ class Trainer:
 
         policy = build_policy(config, world)
         self.model, self.causal_lm = policy.model, policy.causal_lm
-        self.scorer, self.reference_scorer = policy.scorer, policy.reference_scorer
+        self.scorer, self.policy = policy.scorer, policy
         if config.packing == "packed":
             check_packable(self.causal_lm.config)
         model_config = self.causal_lm.config
@@ -136,14 +137,11 @@ class Trainer:
         """
         started = time.perf_counter()
         config = self.config
+        sampler_read = config.tis_cap is not None or config.old_logprobs == "sampler"
         grouped = sequences_from_groups(
             groups,
             std_normalize=config.std_normalize,
-            needs_sampler_logprobs=(
-                config.tis_cap is not None
-                or config.old_logprobs == "sampler"
-                or self.teacher is not None
-            ),  # fmt: skip
+            needs_sampler_logprobs=sampler_read or self.teacher is not None,  # d_t reads them
             turn_gamma=config.turn_gamma if config.credit == "turn" else None,
             turn_positions=config.turn_baseline == "position",
         )
@@ -338,16 +336,11 @@ class Trainer:
     @torch.no_grad()
     def _fill_logprobs(self, batch: TrainBatch, attribute: str, use_reference: bool) -> None:
         """Sets `attribute` of every micro-batch to no-grad log-probs of the current weights, or
-        of the reference: the frozen copy, or with LoRA the base model with the adapter off."""
-        for micro in batch.micro_batches:
-            if not use_reference:
-                logp, _ = self._logprobs(self.scorer, micro)
-            elif self.reference_scorer is not None:
-                logp, _ = self._logprobs(self.reference_scorer, micro)
-            else:
-                with self.model.disable_adapter():
-                    logp, _ = self._logprobs(self.scorer, micro)
-            setattr(micro, attribute, logp)
+        of the reference (`PolicyModels.reference`)."""
+        scorer, context = self.policy.reference() if use_reference else (self.scorer, nullcontext())
+        with context:
+            for micro in batch.micro_batches:
+                setattr(micro, attribute, self._logprobs(scorer, micro)[0])
 
     @torch.no_grad()
     def sequence_logprob(self, token_ids: Sequence[int], loss_mask: Sequence[int]) -> float:
