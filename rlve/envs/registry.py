@@ -28,6 +28,7 @@ ENTRY_POINT_GROUP = "rlve.environments"
 
 BUILTIN: dict[str, str] = {
     "tictactoe": "rlve.envs.tictactoe:load_environment",
+    "agent": "rlve.envs.agent:load_environment",
     "reverse_text": "rlve.envs.reverse_text:load_environment",
     "double_check": "rlve.envs.double_check:load_environment",
     "running_sum": "rlve.envs.running_sum:load_environment",

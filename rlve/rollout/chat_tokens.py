@@ -97,11 +97,21 @@ class ChatTokens:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def prompt_ids(self, messages: list[Message]) -> list[int]:
-        """The token ids of the prompt, ending with the assistant's generation prompt."""
+    def render(self, messages: list[Message], generation_prompt: bool) -> str:
+        """The conversation as the template writes it (with the tool list in the system message
+        when the template does not render tools), ending with the assistant's generation prompt
+        or not."""
         if self.tools_in_system:
             messages = with_tools_in_system(messages, self._tool_list)
-        return self._encode(self._render(messages, generation_prompt=True))
+        return self._render(messages, generation_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of rendered text (no special tokens added)."""
+        return self._encode(text)
+
+    def prompt_ids(self, messages: list[Message]) -> list[int]:
+        """The token ids of the prompt, ending with the assistant's generation prompt."""
+        return self._encode(self.render(messages, generation_prompt=True))
 
     def reply_ids(self, completion_ids: list[int], reply: list[Message]) -> list[int]:
         """Tokens to append after a sampled completion: the rest of its end-of-turn marker, the
@@ -117,9 +127,9 @@ class ChatTokens:
             raise ChatTemplateError(
                 "the chat template closes an assistant turn differently when messages follow it"
             )
-        return self._turn_end_rest(completion_ids) + self._encode(after[len(self._turn_end) :])
+        return self.turn_end_rest(completion_ids) + self._encode(after[len(self._turn_end) :])
 
-    def _turn_end_rest(self, completion_ids: list[int]) -> list[int]:
+    def turn_end_rest(self, completion_ids: list[int]) -> list[int]:
         """The part of the end-of-turn marker that the completion does not already end with."""
         end = self.turn_end_ids
         for overlap in range(min(len(end), len(completion_ids)), 0, -1):

@@ -20,6 +20,7 @@ import asyncio
 import copy
 import logging
 
+from rlve.envs.agent import AgentEnv
 from rlve.envs.base import Environment, State
 from rlve.inference.engine import (
     Engine,
@@ -29,6 +30,7 @@ from rlve.inference.engine import (
     SamplingConfig,
 )
 from rlve.reliability.clean_text import terminal_safe
+from rlve.rollout.agent_episode import play_agent
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
 from rlve.rollout.seat import Seat, seat_opener
 from rlve.rollout.turns import (
@@ -140,6 +142,8 @@ async def _setup_and_turns(
     except Exception as exc:  # a resource that cannot be made fails this episode only
         raise EnvironmentFailure(f"setup_state: {type(exc).__name__}: {exc}") from exc
     _adopt_prompt(record)
+    if isinstance(env, AgentEnv):
+        return await play_agent(env, engine, record, sampling, settings, seed)
     return await _turns(env, engine, record, sampling, settings, seed)
 
 

@@ -1,0 +1,366 @@
+"""Agents trained unchanged: the endpoint, its token-exact record, and the episodes it makes.
+
+A scripted engine on the tiny model's tokenizer plays the model (its answers are token-exact like
+a real one's); the agents are real clients (the openai SDK, the OpenAI Agents SDK, a subprocess)
+talking HTTP to the run's endpoint.
+"""
+
+import asyncio
+import json
+import re
+import sys
+import textwrap
+
+import httpx
+import pytest
+
+from examples.calculator_agent import solve
+from rlve.envs.agent import AgentEnv, load_environment
+from rlve.inference.engine import GenerationRequest, SamplingConfig
+from rlve.inference.scripted import ScriptedEngine
+from rlve.rollout.agent_episode import running_gateway
+from rlve.rollout.chat_tokens import end_of_turn_id
+from rlve.rollout.episode import EpisodeSettings, play_episode
+
+SAMPLING = SamplingConfig(temperature=1.0, max_tokens=64)
+
+
+def calculator_model(messages):
+    """A model that calls the calculator on the question, then answers with the result."""
+    last = messages[-1]
+    if last["role"] == "tool":
+        return f"<answer>{last['content']}</answer>"
+    expression = re.search(r"What is (.+)\?", last["content"]).group(1)
+    call = {"name": "calculate", "arguments": {"expression": expression}}
+    return f"<tool_call>{json.dumps(call)}</tool_call>"
+
+
+class RecordingEngine(ScriptedEngine):
+    """A scripted engine that keeps every request's prompt ids and the ids it sampled."""
+
+    def __init__(self, policy, tokenizer):
+        super().__init__(policy, tokenizer, end_of_turn_id(tokenizer))
+        self.served: list[tuple[list[int], list[int]]] = []
+
+    async def generate(self, request: GenerationRequest):
+        generation = await super().generate(request)
+        self.served.append((list(request.prompt_ids), list(generation.token_ids)))
+        return generation
+
+
+def play(env, engine, index=0, seed=0, **settings):
+    return asyncio.run(play_episode(env, engine, env.example(index), SAMPLING,
+                                    EpisodeSettings(**settings), seed))  # fmt: skip
+
+
+def calculator_env(agent=solve, **kwargs):
+    return load_environment(agent=agent, tasks="calculator", num_examples=8, **kwargs)
+
+
+def test_the_example_agent_is_trained_on_exactly_the_ids_it_was_served(tiny_tokenizer):
+    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    env = calculator_env()
+    trajectory, state = play(env, engine)
+    assert state["stop_reason"] == "agent_done"
+    assert len(engine.served) == 2  # the tool call, then the answer
+    (first_prompt, first_answer), (second_prompt, second_answer) = engine.served
+    assert second_prompt[: len(first_prompt) + len(first_answer)] == first_prompt + first_answer
+    assert trajectory.token_ids == second_prompt + second_answer
+    assert trajectory.turn_spans == [
+        (len(first_prompt), len(first_prompt) + len(first_answer)),
+        (len(second_prompt), len(trajectory.token_ids)),
+    ]
+    sampled = [i for i, m in enumerate(trajectory.loss_mask) if m]
+    assert sampled == [*range(*trajectory.turn_spans[0]), *range(*trajectory.turn_spans[1])]
+    assert state["agent/calls"] == 2 and state["agent/splits_per_episode"] == 0
+    assert trajectory.side_sequences == []
+    assert state["agent_result"] == f"<answer>{env.example(0).answer}</answer>"
+    [score] = asyncio.run(
+        env.rubric.score_group(
+            [trajectory.prompt],
+            [trajectory.completion],
+            [trajectory.answer],
+            [state],
+            [trajectory.info],
+        )
+    )
+    assert score.reward == 1.0  # the calculator's exact answer (and no posted reward)
+
+
+def test_an_agent_that_rewrites_its_history_starts_a_new_sample_and_it_is_counted(tiny_tokenizer):
+    async def forgetful(client, task):
+        messages = list(task.prompt)
+        first = await client.chat.completions.create(model="m", messages=messages)
+        messages.append({"role": "assistant", "content": "I wrote something else."})
+        messages.append({"role": "user", "content": "Again, please."})
+        second = await client.chat.completions.create(model="m", messages=messages)
+        return [first.choices[0].message.content, second.choices[0].message.content]
+
+    engine = RecordingEngine(lambda messages: "forty-two", tiny_tokenizer)
+    trajectory, state = play(calculator_env(forgetful), engine)
+    (first_prompt, first_answer), (second_prompt, second_answer) = engine.served
+    assert state["agent/splits_per_episode"] == 1
+    assert trajectory.token_ids == first_prompt + first_answer
+    [side] = trajectory.side_sequences
+    assert side.token_ids == second_prompt + second_answer
+    assert side.loss_mask == [0] * len(second_prompt) + [1] * len(second_answer)
+    shared = next(i for i, (a, b) in enumerate(zip(first_prompt + first_answer, second_prompt,
+                                                    strict=False)) if a != b)  # fmt: skip
+    assert state["agent/drift_tokens"] == len(second_prompt) - shared > 0
+
+
+def test_n_choices_are_each_recorded_and_the_agent_continues_from_the_one_it_keeps(
+    tiny_tokenizer,
+):
+    async def picky(client, task):
+        messages = list(task.prompt)
+        response = await client.chat.completions.create(model="m", messages=messages, n=3)
+        kept = response.choices[2].message
+        messages += [{"role": "assistant", "content": kept.content},
+                     {"role": "user", "content": "And then?"}]  # fmt: skip
+        await client.chat.completions.create(model="m", messages=messages)
+        return kept.content
+
+    answers = iter(["one", "two", "three", "four"])
+    engine = RecordingEngine(lambda messages: next(answers), tiny_tokenizer)
+    trajectory, state = play(calculator_env(picky), engine)
+    assert state["agent/calls"] == 4 and state["agent/branches"] == 2
+    assert state["agent/splits_per_episode"] == 0  # no history was rewritten
+    sides = trajectory.side_sequences
+    assert len(sides) == 2
+    continued = [
+        s
+        for s in [trajectory, *sides]
+        if sum(1 for m in s.loss_mask if m)
+        and len(s.token_ids) == len(engine.served[3][0]) + len(engine.served[3][1])
+    ]
+    assert len(continued) == 1 and continued[0].token_ids == sum(engine.served[3], [])
+
+
+async def _request(gateway, session, path="/v1/chat/completions", key=None, **kwargs):
+    url = f"{gateway.root}/s/{session.sid}{path}"
+    key = session.key if key is None else key
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient() as client:
+        if path.endswith("models"):
+            return await client.get(url, headers=headers)
+        return await client.post(url, headers=headers, **kwargs)
+
+
+def test_every_request_needs_the_session_s_key_and_an_open_session(tiny_tokenizer):
+    async def scenario():
+        gateway = await running_gateway()
+        engine = RecordingEngine(lambda messages: "hi", tiny_tokenizer)
+        session = gateway.open(engine, SAMPLING, seed=0)
+        other = gateway.open(engine, SAMPLING, seed=1)
+        body = {"messages": [{"role": "user", "content": "hello"}]}
+        ok = await _request(gateway, session, json=body)
+        wrong_key = await _request(gateway, session, key=other.key, json=body)
+        no_key = await _request(gateway, session, key="", json=body)
+        models = await _request(gateway, session, path="/v1/models")
+        gateway.close(session)
+        closed = await _request(gateway, session, json=body)
+        gateway.close(other)
+        return ok, wrong_key, no_key, models, closed, engine.served
+
+    ok, wrong_key, no_key, models, closed, served = asyncio.run(scenario())
+    assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"] == "hi"
+    assert ok.json()["rlve"] == {"temperature": 1.0, "max_tokens": 64, "top_p": 1.0}
+    assert (wrong_key.status_code, no_key.status_code, closed.status_code) == (401, 401, 404)
+    assert models.json()["data"][0]["id"] == "rlve-policy"
+    assert len(served) == 1  # refused requests never reach the model
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        (b"{not json", 400, "not JSON"),
+        (b"[1, 2]", 400, "JSON object"),
+        (b'{"messages": "hello"}', 400, "non-empty list"),
+        (b'{"messages": [{"role": "wizard", "content": "x"}]}', 400, "role"),
+        (b'{"messages": [{"role": "user", "content": 7}]}', 400, "content"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "stream": true}', 400, "stream"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "n": 99}', 400, "n must be"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', 400, "max_tokens"),
+        (b'{"messages": [{"role": "user", "content": "' + b"x" * 70000 + b'"}]}', 413, "larger"),
+    ],
+)
+def test_a_hostile_request_gets_a_clear_4xx_and_costs_nothing_else(
+    tiny_tokenizer, body, status, says
+):
+    async def scenario():
+        gateway = await running_gateway()
+        gateway.max_body_bytes = 65536
+        engine = RecordingEngine(lambda messages: "hi", tiny_tokenizer)
+        session = gateway.open(engine, SAMPLING, seed=0)
+        refused = await _request(gateway, session, content=body)
+        plain = {"messages": [{"role": "user", "content": "x"}]}
+        fine = await _request(gateway, session, json=plain)
+        gateway.close(session)
+        return refused, fine, engine.served
+
+    refused, fine, served = asyncio.run(scenario())
+    assert refused.status_code == status and says in refused.json()["error"]["message"]
+    assert fine.status_code == 200 and len(served) == 1
+
+
+def test_the_run_s_temperature_and_token_limit_win_and_the_answer_says_so(tiny_tokenizer):
+    seen = []
+
+    class Watching(RecordingEngine):
+        async def generate(self, request):
+            seen.append(request.sampling)
+            return await super().generate(request)
+
+    async def scenario():
+        gateway = await running_gateway()
+        session = gateway.open(Watching(lambda m: "hi", tiny_tokenizer), SAMPLING, seed=0)
+        message = [{"role": "user", "content": "x"}]
+        hot = await _request(gateway, session, json={"messages": message, "temperature": 1.9,
+                                                     "max_tokens": 4096})  # fmt: skip
+        short = await _request(gateway, session, json={"messages": message, "max_tokens": 5})
+        gateway.close(session)
+        return hot.json()["rlve"], short.json()["rlve"]
+
+    hot, short = asyncio.run(scenario())
+    assert hot == {"temperature": 1.0, "max_tokens": 64, "top_p": 1.0}
+    assert short["max_tokens"] == 5
+    assert [s.max_tokens for s in seen] == [64, 5] and {s.temperature for s in seen} == {1.0}
+
+
+def test_rewards_posted_per_call_land_on_that_turn(tiny_tokenizer):
+    async def grading(client, task):
+        messages = list(task.prompt)
+        for _ in range(2):
+            reply = await client.chat.completions.create(model="m", messages=messages)
+            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                         {"role": "user", "content": "more"}]  # fmt: skip
+        root = str(client.base_url).removesuffix("/v1/")
+        headers = {"Authorization": f"Bearer {client.api_key}"}
+        async with httpx.AsyncClient() as http:
+            for body in ({"reward": -0.5, "call": 0}, {"reward": 2.0}, {"reward": 1, "call": 5}):
+                await http.post(f"{root}/rl/reward", json=body, headers=headers)
+        return "done"
+
+    trajectory, state = play(calculator_env(grading),
+                             RecordingEngine(lambda m: "ok", tiny_tokenizer))  # fmt: skip
+    assert state["posted_reward"] == 1.5  # the third post named a call never made: refused
+    assert state["turn_rewards"] == {0: -0.5}
+    assert trajectory.turn_rewards == [-0.5, 0.0]
+
+
+def test_an_agent_past_its_deadline_or_one_that_raises_ends_as_a_counted_fault(tiny_tokenizer):
+    async def stalls(client, task):
+        await client.chat.completions.create(model="m", messages=task.prompt)
+        await asyncio.sleep(60)
+
+    async def crashes(client, task):
+        raise KeyError("no such thing")
+
+    engine = RecordingEngine(lambda m: "hmm", tiny_tokenizer)
+    late, late_state = play(calculator_env(stalls, agent_timeout_s=0.5), engine)
+    assert late_state["stop_reason"] == "timeout" and "agent_timeout_s" in late_state["timeout"]
+    assert late.num_sampled_tokens == len(engine.served[0][1])  # what it did is kept
+    _, crashed = play(calculator_env(crashes), engine)
+    assert crashed["stop_reason"] == "env_error" and "KeyError" in crashed["env_error"]
+
+
+def test_many_concurrent_sessions_are_served_at_once_and_none_is_left_open(tiny_tokenizer):
+    async def slow_model_episodes():
+        engine = RecordingEngine(lambda m: "ok", tiny_tokenizer)
+        in_flight, most = 0, 0
+        generate = engine.generate
+
+        async def counted(request):
+            nonlocal in_flight, most
+            in_flight += 1
+            most = max(most, in_flight)
+            await asyncio.sleep(0.05)
+            try:
+                return await generate(request)
+            finally:
+                in_flight -= 1
+
+        engine.generate = counted
+
+        async def two_calls(client, task):
+            for _ in range(2):
+                await client.chat.completions.create(model="m", messages=task.prompt)
+            return "ok"
+
+        env = calculator_env(two_calls)
+        episodes = [play_episode(env, engine, env.example(i), SAMPLING, EpisodeSettings(), i)
+                    for i in range(64)]  # fmt: skip
+        results = await asyncio.gather(*episodes)
+        gateway = await running_gateway()
+        return results, most, len(gateway.sessions)
+
+    results, most, still_open = asyncio.run(slow_model_episodes())
+    assert all(state["stop_reason"] == "agent_done" for _, state in results)
+    assert all(state["agent/calls"] == 2 for _, state in results)
+    assert most == 64 and still_open == 0
+
+
+AGENT_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import openai
+    task = json.load(sys.stdin)
+    client = openai.OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
+    reply = client.chat.completions.create(model=os.environ["OPENAI_MODEL"],
+                                           messages=task["prompt"])
+    leaked = sorted(k for k in os.environ if k.startswith("RLVE_TEST_SECRET"))
+    print(json.dumps({"answer": reply.choices[0].message.content, "leaked": leaked}))
+""")
+
+
+def test_a_command_agent_runs_in_a_clean_environment_and_is_recorded(
+    tiny_tokenizer, tmp_path, monkeypatch
+):
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT_SCRIPT)
+    monkeypatch.setenv("RLVE_TEST_SECRET_TOKEN", "do-not-leak")
+    env = load_environment(command=[sys.executable, str(script)], tasks="calculator",
+                           num_examples=4)  # fmt: skip
+    engine = RecordingEngine(lambda m: "seven", tiny_tokenizer)
+    trajectory, state = play(env, engine)
+    assert state["stop_reason"] == "agent_done", state.get("env_error")
+    assert json.loads(state["agent_result"]) == {"answer": "seven", "leaked": []}
+    assert trajectory.token_ids == sum(engine.served[0], [])
+
+
+def test_the_openai_agents_sdk_drives_the_endpoint_unchanged(tiny_tokenizer):
+    agents = pytest.importorskip("agents")
+    from rlve.envs.calculator import calculate as calculate_value
+
+    agents.set_tracing_disabled(True)
+
+    @agents.function_tool
+    def calculate(expression: str) -> str:
+        """Evaluate an arithmetic expression and return its value."""
+        return calculate_value(expression)
+
+    async def sdk_agent(client, task):
+        model = agents.OpenAIChatCompletionsModel(model="rlve-policy", openai_client=client)
+        agent = agents.Agent(name="calculator", instructions=task.prompt[0]["content"],
+                             model=model, tools=[calculate])  # fmt: skip
+        result = await agents.Runner.run(agent, task.question, max_turns=4)
+        return result.final_output
+
+    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    env = calculator_env(sdk_agent)
+    trajectory, state = play(env, engine)
+    assert state["stop_reason"] == "agent_done", state.get("env_error")
+    assert state["agent/calls"] == 2 and state["agent/splits_per_episode"] == 0
+    assert state["agent_result"] == f"<answer>{env.example(0).answer}</answer>"
+    assert trajectory.token_ids == sum(engine.served[-1], [])
+
+
+def test_agent_env_refuses_a_bad_setup_by_name():
+    with pytest.raises(ValueError, match="exactly one of agent"):
+        AgentEnv([{"question": "q"}])
+    with pytest.raises(ValueError, match="list of arguments"):
+        AgentEnv([{"question": "q"}], command="python agent.py")
+    with pytest.raises(ValueError, match="agent_timeout_s"):
+        AgentEnv([{"question": "q"}], agent=solve, agent_timeout_s=0)
+    with pytest.raises(ValueError, match="cannot import"):
+        load_environment(agent="no_such_module:solve")
