@@ -26,11 +26,14 @@ def reward_rise(metrics_file: Path, window: int = WINDOW) -> tuple[float, float]
     return sum(rewards[:window]) / window, sum(rewards[-window:]) / window
 
 
-def main(argv: list[str] | None = None) -> tuple[float, float]:
+def main(argv: list[str] | None = None, experiment: str = "smoke") -> tuple[float, float]:
+    """Run `experiment` (smoke, or agent_smoke: the same through an agent) with the overrides
+    `argv`; the mean reward of its first and last steps."""
     from rlve.loop import train
     from rlve.train import load_run_config
 
-    overrides = ["+experiment=smoke", "overwrite=true", *(sys.argv[1:] if argv is None else argv)]
+    overrides = [f"+experiment={experiment}", "overwrite=true",
+                 *(sys.argv[1:] if argv is None else argv)]  # fmt: skip
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     began = time.perf_counter()
     run_dir = Path(train(load_run_config(overrides)))

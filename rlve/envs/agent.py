@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import signal
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -104,11 +105,9 @@ class AgentEnv(Environment):
         import openai
 
         client = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key,
-                                    max_retries=0, timeout=self.agent_timeout_s)  # fmt: skip
-        try:
-            return await self.agent(client, task)
-        finally:
-            await client.close()
+                                    max_retries=0, timeout=self.agent_timeout_s,
+                                    http_client=shared_http_client())  # fmt: skip
+        return await self.agent(client, task)
 
     def episode_metrics(self, state: State) -> dict[str, float]:
         return {name: float(state.get(name, 0.0)) for name in AGENT_METRICS}
@@ -143,6 +142,27 @@ async def run_command(command: list[str], endpoint: AgentEndpoint, task: AgentTa
         tail = stderr[-400:].decode(errors="replace").strip()
         raise RuntimeError(f"the agent command exited with {process.returncode}: {tail}")
     return stdout[:MAX_OUTPUT_BYTES].decode(errors="replace").strip()
+
+
+_http_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""event loop -> the HTTP client its agents' openai clients share"""
+
+
+def shared_http_client() -> Any:
+    """One HTTP client for every agent of the running event loop: a client of its own per
+    episode would load the system's certificates each time (30 ms on two cores) for a plain-HTTP
+    endpoint; no cap on its connections, so sessions never wait for each other's."""
+    loop = asyncio.get_running_loop()
+    if loop not in _http_clients:
+        import openai
+
+        try:
+            import httpx2 as httpx  # what openai's own client is built on, from openai 3
+        except ImportError:
+            import httpx
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024)
+        _http_clients[loop] = openai.DefaultAsyncHttpxClient(limits=limits)
+    return _http_clients[loop]
 
 
 def _kill_group(pid: int) -> None:

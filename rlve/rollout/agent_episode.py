@@ -91,6 +91,7 @@ def keep_session(env: AgentEnv, record: EpisodeRecord, session: AgentSession) ->
                 env.reward_turn(state, reward, turn_of[call])
     record.truncated_turns = recorded.truncated
     state["posted_reward"] = sum(session.episode_rewards) + sum(session.call_rewards.values())
+    state["tool_calls"] = session.tool_calls  # what tool environments' rubrics count
     state["agent/calls"] = recorded.calls
     state["agent/splits_per_episode"] = recorded.splits
     state["agent/drift_tokens"] = recorded.drift_tokens

@@ -21,6 +21,7 @@ import asyncio
 import hmac
 import json
 import math
+import resource
 import secrets
 import socket
 import time
@@ -44,6 +45,17 @@ MODEL_NAME = "rlve-policy"
 MAX_BODY_BYTES = 8 << 20
 MAX_CHOICES = 16
 """most completions one request may ask for (`n`)"""
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (each session holds a
+    socket at both ends: 512 sessions pass the common soft limit of 1,024); returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        return wanted
+    return soft
 
 
 class RequestError(Exception):
@@ -71,6 +83,10 @@ class AgentSession:
     episode_rewards: list[float] = field(default_factory=list)
     call_rewards: dict[int, float] = field(default_factory=dict)
     requests: int = 0
+    tool_calls: int = 0
+    """tool calls returned to the agent (what a tool environment's rubric counts as its own)"""
+    in_flight: set[asyncio.Task] = field(default_factory=set)
+    """the generations running for it, cancelled when it closes"""
     fatal: EngineFatalError | None = None
     """the engine can serve no more: the episode re-raises it and the run stops"""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -91,6 +107,7 @@ class AgentGateway:
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, AgentSession] = {}
         self.root = ""
+        self.socket: socket.socket | None = None
         self._server: Any = None
         self._task: asyncio.Task | None = None
         self.app = Starlette(routes=[
@@ -103,9 +120,13 @@ class AgentGateway:
         """Serve on a free port of 127.0.0.1 in the running event loop."""
         import uvicorn
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        raise_open_file_limit()
+        # IPPROTO_TCP named, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets that
+        # say so, and with it on every answer waited 40 ms for the client's delayed ACK
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
+        self.socket = sock
         config = uvicorn.Config(self.app, log_level="warning", backlog=4096,
                                 timeout_keep_alive=30, lifespan="off")  # fmt: skip
         self._server = uvicorn.Server(config)
@@ -131,8 +152,11 @@ class AgentGateway:
         return session
 
     def close(self, session: AgentSession) -> None:
-        """Later requests of the session get 404; what it recorded stays with the caller."""
+        """Later requests of the session get 404, its generations still running are cancelled
+        (their requests answered 404); what it recorded stays with the caller."""
         self.sessions.pop(session.sid, None)
+        for task in session.in_flight:
+            task.cancel()
 
     def endpoint(self, session: AgentSession) -> AgentEndpoint:
         return AgentEndpoint(f"{self.root}/s/{session.sid}/v1", session.key, MODEL_NAME)
@@ -174,8 +198,11 @@ class AgentGateway:
                 result = await result
             return JSONResponse(result)
         except RequestError as error:
-            return JSONResponse({"error": {"message": str(error), "type": "invalid_request"}},
-                                status_code=error.status)  # fmt: skip
+            return _error(error.status, str(error))
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():
+                raise  # the server itself is stopping
+            return _error(404, "the session closed while this request was running")
 
     def _session(self, request: Request) -> AgentSession:
         session = self.sessions.get(request.path_params["sid"])
@@ -230,9 +257,13 @@ class AgentGateway:
             raise RequestError(400, str(exc)) from exc
         sampling = self._sampling(session, body, len(plan.prompt_ids) if plan else 0)
         first_call = session.record.calls
-        choices = await asyncio.gather(*[
-            self._choice(session, chat, messages, plan, sampling, tools, k) for k in range(n)
-        ])  # fmt: skip
+        tasks = [asyncio.ensure_future(self._choice(session, chat, messages, plan, sampling,
+                                                    tools, k)) for k in range(n)]  # fmt: skip
+        session.in_flight.update(tasks)
+        try:
+            choices = await asyncio.gather(*tasks)
+        finally:
+            session.in_flight.difference_update(tasks)
         prompt_tokens = len(plan.prompt_ids) if plan else 0
         return {
             "id": f"chatcmpl-{session.sid}-{first_call}",
@@ -294,6 +325,12 @@ class AgentGateway:
                 )
             if k == 0:
                 session.messages = [*messages, reply]
+            session.tool_calls += len(reply.get("tool_calls") or [])
         finish = "tool_calls" if reply.get("tool_calls") else generation.finish_reason
         choice = {"index": k, "message": reply, "finish_reason": finish, "logprobs": None}
         return choice, len(generation.token_ids)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request"}},
+                        status_code=status)  # fmt: skip

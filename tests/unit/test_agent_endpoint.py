@@ -8,6 +8,7 @@ talking HTTP to the run's endpoint.
 import asyncio
 import json
 import re
+import socket
 import sys
 import textwrap
 
@@ -85,6 +86,7 @@ def test_the_example_agent_is_trained_on_exactly_the_ids_it_was_served(tiny_toke
         )
     )
     assert score.reward == 1.0  # the calculator's exact answer (and no posted reward)
+    assert score.metrics["reward/used_calculator"] == 1.0  # the tool call the endpoint returned
 
 
 def test_an_agent_that_rewrites_its_history_starts_a_new_sample_and_it_is_counted(tiny_tokenizer):
@@ -204,6 +206,17 @@ def test_a_hostile_request_gets_a_clear_4xx_and_costs_nothing_else(
     assert fine.status_code == 200 and len(served) == 1
 
 
+def test_the_endpoint_s_connections_send_at_once():
+    """TCP_NODELAY reaches the accepted sockets only through a listening socket made with
+    IPPROTO_TCP (asyncio checks `sock.proto`); with proto 0, every answer of a session waited
+    for the client's delayed ACK: 44 ms a call against 1.1 ms (docs/benchmarks.md)."""
+
+    async def listening():
+        return (await running_gateway()).socket
+
+    assert asyncio.run(listening()).proto == socket.IPPROTO_TCP
+
+
 def test_the_run_s_temperature_and_token_limit_win_and_the_answer_says_so(tiny_tokenizer):
     seen = []
 
@@ -263,6 +276,25 @@ def test_an_agent_past_its_deadline_or_one_that_raises_ends_as_a_counted_fault(t
     assert late.num_sampled_tokens == len(engine.served[0][1])  # what it did is kept
     _, crashed = play(calculator_env(crashes), engine)
     assert crashed["stop_reason"] == "env_error" and "KeyError" in crashed["env_error"]
+
+
+def test_a_generation_still_running_when_its_episode_ends_is_cancelled(tiny_tokenizer):
+    cancelled = []
+
+    class Hanging(RecordingEngine):
+        async def generate(self, request):
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.append(request.prompt_ids)
+                raise
+
+    async def waits(client, task):
+        await client.chat.completions.create(model="m", messages=task.prompt)
+
+    engine = Hanging(lambda messages: "", tiny_tokenizer)
+    _, state = play(calculator_env(waits, agent_timeout_s=0.5), engine)
+    assert state["stop_reason"] == "timeout" and len(cancelled) == 1
 
 
 def test_many_concurrent_sessions_are_served_at_once_and_none_is_left_open(tiny_tokenizer):
