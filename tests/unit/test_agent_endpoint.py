@@ -6,6 +6,7 @@ talking HTTP to the run's endpoint.
 """
 
 import asyncio
+import copy
 import json
 import re
 import socket
@@ -15,12 +16,13 @@ import textwrap
 import httpx
 import pytest
 
+from examples import agents_sdk_agent
 from examples.calculator_agent import solve
 from rlve.envs.agent import AgentEnv, load_environment
 from rlve.inference.engine import GenerationRequest, SamplingConfig
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.agent_episode import running_gateway
-from rlve.rollout.chat_tokens import end_of_turn_id
+from rlve.rollout.chat_tokens import ChatTokens, end_of_turn_id
 from rlve.rollout.episode import EpisodeSettings, play_episode
 
 SAMPLING = SamplingConfig(temperature=1.0, max_tokens=64)
@@ -278,6 +280,22 @@ def test_an_agent_past_its_deadline_or_one_that_raises_ends_as_a_counted_fault(t
     assert crashed["stop_reason"] == "env_error" and "KeyError" in crashed["env_error"]
 
 
+def test_an_agent_whose_conversation_outgrows_max_seq_len_ends_as_context_length(tiny_tokenizer):
+    async def grows(client, task):
+        messages = list(task.prompt)
+        while True:  # the endpoint's 400 ends it (openai.BadRequestError)
+            reply = await client.chat.completions.create(model="m", messages=messages)
+            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                         {"role": "user", "content": "more " * 40}]  # fmt: skip
+
+    env = calculator_env(grows)
+    first_prompt = len(ChatTokens(tiny_tokenizer).prompt_ids(env.example(0).prompt))
+    engine = RecordingEngine(lambda m: "ok", tiny_tokenizer)
+    trajectory, state = play(env, engine, max_seq_len=first_prompt + 100)
+    assert state["stop_reason"] == "context_length" and "env_error" not in state
+    assert state["agent/calls"] == 2 and len(trajectory.turn_spans) == 2  # kept, to train on
+
+
 def test_a_generation_still_running_when_its_episode_ends_is_cancelled(tiny_tokenizer):
     cancelled = []
 
@@ -361,25 +379,8 @@ def test_a_command_agent_runs_in_a_clean_environment_and_is_recorded(
 
 
 def test_the_openai_agents_sdk_drives_the_endpoint_unchanged(tiny_tokenizer):
-    agents = pytest.importorskip("agents")
-    from rlve.envs.calculator import calculate as calculate_value
-
-    agents.set_tracing_disabled(True)
-
-    @agents.function_tool
-    def calculate(expression: str) -> str:
-        """Evaluate an arithmetic expression and return its value."""
-        return calculate_value(expression)
-
-    async def sdk_agent(client, task):
-        model = agents.OpenAIChatCompletionsModel(model="rlve-policy", openai_client=client)
-        agent = agents.Agent(name="calculator", instructions=task.prompt[0]["content"],
-                             model=model, tools=[calculate])  # fmt: skip
-        result = await agents.Runner.run(agent, task.question, max_turns=4)
-        return result.final_output
-
     engine = RecordingEngine(calculator_model, tiny_tokenizer)
-    env = calculator_env(sdk_agent)
+    env = calculator_env(agents_sdk_agent.solve)
     trajectory, state = play(env, engine)
     assert state["stop_reason"] == "agent_done", state.get("env_error")
     assert state["agent/calls"] == 2 and state["agent/splits_per_episode"] == 0
@@ -396,3 +397,65 @@ def test_agent_env_refuses_a_bad_setup_by_name():
         AgentEnv([{"question": "q"}], agent=solve, agent_timeout_s=0)
     with pytest.raises(ValueError, match="cannot import"):
         load_environment(agent="no_such_module:solve")
+
+
+THINK_STRIPPING_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- set content = message.content or '' -%}"
+    "{%- if message.role == 'assistant' and not loop.last -%}"
+    "{%- set content = content.split('</think>')[-1] -%}"
+    "{%- endif -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+"""Qwen3's habit: an earlier turn's reasoning is left out once more messages follow"""
+
+
+def test_a_template_that_drops_earlier_think_blocks_splits_the_episode_and_counts_it(
+    tiny_tokenizer,
+):
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.chat_template = THINK_STRIPPING_TEMPLATE
+
+    async def two_turns(client, task):
+        messages = list(task.prompt)
+        for _ in range(2):
+            reply = await client.chat.completions.create(model="m", messages=messages)
+            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                         {"role": "user", "content": "Sure?"}]  # fmt: skip
+        return "done"
+
+    engine = RecordingEngine(lambda messages: "<think>hmm</think>42", tokenizer)
+    trajectory, state = play(calculator_env(two_turns), engine)
+    (first_prompt, first_answer), (second_prompt, second_answer) = engine.served
+    assert state["agent/splits_per_episode"] == 1 and state["agent/drift_tokens"] > 0
+    assert trajectory.token_ids == first_prompt + first_answer  # the think block as sampled
+    assert "<think>hmm</think>" not in tokenizer.decode(second_prompt)  # what the model was shown
+    [side] = trajectory.side_sequences
+    assert side.token_ids == second_prompt + second_answer
+
+
+def test_a_tool_call_the_template_writes_differently_continues_on_the_sampled_ids(
+    tiny_tokenizer,
+):
+    sampled_call = (
+        '<tool_call>{ "arguments": {"expression": "12 * 3"},  "name": "calculate" }</tool_call>'
+    )
+
+    def model(messages):
+        return "36 it is" if messages[-1]["role"] == "tool" else sampled_call
+
+    engine = RecordingEngine(model, tiny_tokenizer)
+    trajectory, state = play(calculator_env(), engine)
+    (first_prompt, first_answer), (second_prompt, _) = engine.served
+    assert state["agent/calls"] == 2 and state["agent/splits_per_episode"] == 0
+    assert second_prompt[: len(first_prompt) + len(first_answer)] == first_prompt + first_answer
+    start, end = trajectory.turn_spans[0]
+    assert tiny_tokenizer.decode(trajectory.token_ids[start:end], skip_special_tokens=True) == (
+        sampled_call  # the call as sampled, not as the template would write it
+    )
+    rendered = ChatTokens(tiny_tokenizer).render(
+        [{"role": "assistant", "content": "", "tool_calls": [{"function": {
+            "name": "calculate", "arguments": {"expression": "12 * 3"}}}]}], False)  # fmt: skip
+    assert sampled_call not in rendered  # the template's own writing differs
