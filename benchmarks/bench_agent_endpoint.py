@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 
 import openai
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--engine", choices=["scripted", "vllm"], default="scripted")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--calls", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     tokenizer = load_tokenizer(tiny_model_path())
     if args.engine == "vllm":
@@ -120,24 +122,27 @@ def main() -> None:
     async def run() -> None:
         await through_endpoint(engine, 1, 1)  # warm: the server, the template, the client
         print(f"engine {args.engine}, {args.calls} calls a session, {SAMPLING.max_tokens} tokens "
-              "at most a call")  # fmt: skip
+              f"at most a call, median of {args.repeats} interleaved repeats")  # fmt: skip
         print(f"{'sessions':>8} {'client':>9} {'ms/call':>8} {'calls/s':>8} {'tokens/s':>9}")
+        paths = {"direct": direct, "json": through_endpoint_json, "openai": through_endpoint}
         for sessions in args.sessions:
-            rows = {}
-            paths = (("direct", direct), ("json", through_endpoint_json),
-                     ("openai", through_endpoint))  # fmt: skip
-            for name, path in paths:
-                start = time.perf_counter()
-                latencies, tokens = await path(engine, sessions, args.calls)
-                wall = time.perf_counter() - start
-                rows[name] = sum(latencies) / len(latencies)
-                print(f"{sessions:>8} {name:>9} {rows[name] * 1e3:>8.2f} "
-                      f"{len(latencies) / wall:>8.1f} {tokens / wall:>9.1f}")  # fmt: skip
+            runs = {name: [] for name in paths}
+            for _ in range(args.repeats):  # each path in turn, so a slow spell hits all three
+                for name, path in paths.items():
+                    start = time.perf_counter()
+                    latencies, tokens = await path(engine, sessions, args.calls)
+                    wall = time.perf_counter() - start
+                    runs[name].append((sum(latencies) / len(latencies),
+                                       len(latencies) / wall, tokens / wall))  # fmt: skip
+            rows = {name: [statistics.median(column) for column in zip(*measured, strict=True)]
+                    for name, measured in runs.items()}  # fmt: skip
+            for name, (latency, calls_per_s, tokens_per_s) in rows.items():
+                print(f"{sessions:>8} {name:>9} {latency * 1e3:>8.2f} {calls_per_s:>8.1f} "
+                      f"{tokens_per_s:>9.1f}")  # fmt: skip
             for name in ("json", "openai"):
-                print(
-                    f"{sessions:>8} {name:>9} adds {(rows[name] - rows['direct']) * 1e3:.2f} ms "
-                    f"a call ({rows[name] / rows['direct']:.2f}x the direct latency)"
-                )
+                added, direct_latency = rows[name][0] - rows["direct"][0], rows["direct"][0]
+                print(f"{sessions:>8} {name:>9} adds {added * 1e3:.2f} ms a call "
+                      f"({rows[name][0] / direct_latency:.2f}x the direct latency)")  # fmt: skip
 
     asyncio.run(run())
     if args.engine == "vllm":
