@@ -459,3 +459,33 @@ def test_a_tool_call_the_template_writes_differently_continues_on_the_sampled_id
         [{"role": "assistant", "content": "", "tool_calls": [{"function": {
             "name": "calculate", "arguments": {"expression": "12 * 3"}}}]}], False)  # fmt: skip
     assert sampled_call not in rendered  # the template's own writing differs
+
+
+def test_a_model_that_cheats_through_the_agent_earns_less_than_an_honest_one(tiny_tokenizer):
+    """The calculator agent's episodes scored by the calculator's rubric: gibberish, an answer
+    guessed without the tool, a model that calls the tool until the agent gives up, and one that
+    writes a malformed tool call all earn less than the honest model."""
+
+    def gibberish(messages):
+        return "}}{{<tool_call> ]] <answer>"
+
+    def guesses(messages):
+        return "<answer>1000</answer>"
+
+    def loops(messages):
+        return '<tool_call>{"name": "calculate", "arguments": {"expression": "1+1"}}</tool_call>'
+
+    def malformed(messages):
+        return '<tool_call>{"name": "calculate", "arguments": </tool_call>'
+
+    def reward(model):
+        env = calculator_env()
+        trajectory, state = play(env, RecordingEngine(model, tiny_tokenizer))
+        [score] = asyncio.run(env.rubric.score_group([trajectory.prompt], [trajectory.completion],
+                                                     [trajectory.answer], [state],
+                                                     [trajectory.info]))  # fmt: skip
+        return score.reward, state["stop_reason"]
+
+    assert reward(calculator_model) == (1.0, "agent_done")
+    for cheat in (gibberish, guesses, loops, malformed):
+        assert reward(cheat) == (0.0, "agent_done"), cheat.__name__
