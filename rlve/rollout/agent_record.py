@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rlve.algorithms.prefix_tree import common_prefix
 from rlve.inference.engine import Generation
 from rlve.rollout.chat_tokens import ChatTokens
 from rlve.types import Message, SideSequence
@@ -55,15 +56,6 @@ class CallPlan:
     drift_tokens: int = 0
     rewrote: bool = False
     """the call's conversation continues none of the segments there were: a split"""
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """The length of the longest common prefix of `a` and `b`."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 class AgentRecord:

@@ -38,6 +38,18 @@ def calculator_model(messages):
     return f"<tool_call>{json.dumps(call)}</tool_call>"
 
 
+async def converse(client, task, calls: int, follow_up: str = "Go on.") -> list[str]:
+    """An agent's plain loop: `calls` calls, each answer and then `follow_up` added to the
+    conversation it sends next; the answers."""
+    messages, answers = list(task.prompt), []
+    for _ in range(calls):
+        reply = await client.chat.completions.create(model="m", messages=messages)
+        answers.append(reply.choices[0].message.content)
+        messages += [{"role": "assistant", "content": answers[-1]},
+                     {"role": "user", "content": follow_up}]  # fmt: skip
+    return answers
+
+
 class RecordingEngine(ScriptedEngine):
     """A scripted engine that keeps every request's prompt ids and the ids it sampled."""
 
@@ -245,11 +257,7 @@ def test_the_run_s_temperature_and_token_limit_win_and_the_answer_says_so(tiny_t
 
 def test_rewards_posted_per_call_land_on_that_turn(tiny_tokenizer):
     async def grading(client, task):
-        messages = list(task.prompt)
-        for _ in range(2):
-            reply = await client.chat.completions.create(model="m", messages=messages)
-            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
-                         {"role": "user", "content": "more"}]  # fmt: skip
+        await converse(client, task, calls=2)
         root = str(client.base_url).removesuffix("/v1/")
         headers = {"Authorization": f"Bearer {client.api_key}"}
         async with httpx.AsyncClient() as http:
@@ -281,12 +289,8 @@ def test_an_agent_past_its_deadline_or_one_that_raises_ends_as_a_counted_fault(t
 
 
 def test_an_agent_whose_conversation_outgrows_max_seq_len_ends_as_context_length(tiny_tokenizer):
-    async def grows(client, task):
-        messages = list(task.prompt)
-        while True:  # the endpoint's 400 ends it (openai.BadRequestError)
-            reply = await client.chat.completions.create(model="m", messages=messages)
-            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
-                         {"role": "user", "content": "more " * 40}]  # fmt: skip
+    async def grows(client, task):  # the endpoint's 400 ends it (openai.BadRequestError)
+        await converse(client, task, calls=1000, follow_up="more " * 40)
 
     env = calculator_env(grows)
     first_prompt = len(ChatTokens(tiny_tokenizer).prompt_ids(env.example(0).prompt))
@@ -419,12 +423,7 @@ def test_a_template_that_drops_earlier_think_blocks_splits_the_episode_and_count
     tokenizer.chat_template = THINK_STRIPPING_TEMPLATE
 
     async def two_turns(client, task):
-        messages = list(task.prompt)
-        for _ in range(2):
-            reply = await client.chat.completions.create(model="m", messages=messages)
-            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
-                         {"role": "user", "content": "Sure?"}]  # fmt: skip
-        return "done"
+        return await converse(client, task, calls=2, follow_up="Sure?")
 
     engine = RecordingEngine(lambda messages: "<think>hmm</think>42", tokenizer)
     trajectory, state = play(calculator_env(two_turns), engine)

@@ -6,7 +6,7 @@ import asyncio
 import gc
 
 import psutil
-from test_agent_endpoint import RecordingEngine
+from test_agent_endpoint import RecordingEngine, converse
 
 from rlve.envs.agent import load_environment
 from rlve.inference.engine import SamplingConfig
@@ -21,12 +21,7 @@ trajectories are dropped before it is measured, so what stays is what leaked: 12
 
 
 async def chatty(client, task):
-    messages = list(task.prompt)
-    for turn in range(CALLS):
-        reply = await client.chat.completions.create(model="m", messages=messages)
-        messages += [{"role": "assistant", "content": reply.choices[0].message.content},
-                     {"role": "user", "content": f"Go on ({turn})."}]  # fmt: skip
-    return "done"
+    return await converse(client, task, calls=CALLS)
 
 
 async def one_round(env, engine) -> tuple[list[str], list[int], int]:
