@@ -18,12 +18,14 @@ import pytest
 
 from examples import agents_sdk_agent
 from examples.calculator_agent import solve
+from rlve.algorithms.train_sequences import sequences_from_groups
 from rlve.envs.agent import AgentEnv, load_environment
 from rlve.inference.engine import GenerationRequest, SamplingConfig
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.agent_episode import running_gateway
 from rlve.rollout.chat_tokens import ChatTokens, end_of_turn_id
 from rlve.rollout.episode import EpisodeSettings, play_episode
+from rlve.types import RolloutGroup
 
 SAMPLING = SamplingConfig(temperature=1.0, max_tokens=64)
 
@@ -488,3 +490,43 @@ def test_a_model_that_cheats_through_the_agent_earns_less_than_an_honest_one(tin
     assert reward(calculator_model) == (1.0, "agent_done")
     for cheat in (gibberish, guesses, loops, malformed):
         assert reward(cheat) == (0.0, "agent_done"), cheat.__name__
+
+
+def test_agent_episodes_train_with_per_turn_credit_and_their_split_samples(tiny_tokenizer):
+    """Two agent episodes of one task, each splitting once (its third call rewrites the history):
+    the one whose agent posted +1 for its first call wins the group. With per-turn credit that
+    call's turn carries the reward, its second turn none; the split-off sample trains with the
+    episode's own advantage."""
+
+    def agent(posted: float):
+        async def run(client, task):
+            await converse(client, task, calls=2)
+            await client.chat.completions.create(model="m", messages=task.prompt[-1:])  # rewrite
+            root = str(client.base_url).removesuffix("/v1/")
+            async with httpx.AsyncClient() as http:
+                await http.post(f"{root}/rl/reward", json={"reward": posted, "call": 0},
+                                headers={"Authorization": f"Bearer {client.api_key}"})  # fmt: skip
+            return "done"
+
+        return run
+
+    trajectories = []
+    for posted in (1.0, 0.0):
+        env = calculator_env(agent(posted))
+        trajectory, state = play(env, RecordingEngine(lambda m: "ok", tiny_tokenizer))
+        [score] = asyncio.run(env.rubric.score_group([trajectory.prompt], [trajectory.completion],
+                                                     [trajectory.answer], [state],
+                                                     [trajectory.info]))  # fmt: skip
+        trajectory.reward = score.reward
+        assert state["agent/splits_per_episode"] == 1 and len(trajectory.side_sequences) == 1
+        trajectories.append(trajectory)
+    assert [t.reward for t in trajectories] == [1.0, 0.0]
+    assert trajectories[0].turn_rewards == [1.0, 0.0]
+    group = RolloutGroup(example_id=0, env_name="agent", trajectories=trajectories)
+    sequences = sequences_from_groups([group], std_normalize=False, turn_gamma=1.0).sequences
+    winner, winner_side, loser, loser_side = sequences
+    (first_start, first_end), (second_start, second_end) = trajectories[0].turn_spans
+    assert set(winner.token_advantages[first_start:first_end]) == {0.5}  # 1 against the mean 0.5
+    assert set(winner.token_advantages[second_start:second_end]) == {0.0}  # both earned 0 there
+    assert (winner_side.advantage, loser_side.advantage) == (0.5, -0.5)
+    assert winner_side.token_advantages is None and loser.advantage == -0.5
