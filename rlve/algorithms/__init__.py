@@ -6,6 +6,7 @@ here. May import `rlve.types` and nothing else of rlve.
 """
 
 from rlve.algorithms.advantages import group_advantages
+from rlve.algorithms.dppo import dppo_outside  # and registers "dppo_tv", "dppo_kl"
 from rlve.algorithms.dynamic_sampling import FilterResult, filter_groups
 from rlve.algorithms.kl import kl_penalty
 from rlve.algorithms.loss_inputs import TIS_MODES, check_hyperparameters
@@ -23,6 +24,7 @@ __all__ = [
     "LossStats",
     "LossTerms",
     "check_hyperparameters",
+    "dppo_outside",
     "filter_groups",
     "find_loss",
     "group_advantages",

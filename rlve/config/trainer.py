@@ -131,16 +131,18 @@ class TrainerConfig:
 
     loss: str = "cispo"
     """policy loss: "grpo", "dapo", "cispo", "dr_grpo" (GRPO without the length bias), "gspo",
-    "gmpo" (sequence-level ratios; gmpo reads eps_low / eps_high as bounds of the log-ratio), or
-    a loss of your own by import path ("package.module:function", decorated with
-    `rlve.algorithms.register_loss`)"""
+    "gmpo" (sequence-level ratios; gmpo reads eps_low / eps_high as bounds of the log-ratio),
+    "dppo_tv", "dppo_kl" (a mask from the sampled token's probability move; eps_low / eps_high
+    are its thresholds), or a loss of your own by import path ("package.module:function",
+    decorated with `rlve.algorithms.register_loss`)"""
     old_logprobs: str = "recompute"
     """the behaviour policy of the ratio r = pi_theta / pi_old: "sampler" (vLLM's log-probs of
     the sampled tokens, so r also spans the weight lag of an async run; MiniMax-M1, prime-rl) or
     "recompute" (a no-grad trainer pass before the first update; `tis_cap` corrects the gap)"""
     std_normalize: bool | None = None
     """divide group advantages by the group's reward std (GRPO); None = the loss's own (on for
-    grpo, dapo, gspo, gmpo; off for cispo, dr_grpo; docs/algorithms.md, "Losses")"""
+    grpo, dapo, gspo, gmpo; off for cispo, dr_grpo, dppo_tv, dppo_kl; docs/algorithms.md,
+    "Losses")"""
     credit: str = "episode"
     """"episode": every token of a rollout gets its episode's advantage; "turn": each model turn
     gets its own, from the return of the rewards after it (rlve.algorithms.turn_credit)"""

@@ -16,6 +16,8 @@ def test_the_builtins_declare_their_aggregation_and_arguments():
         "dr_grpo": ("sequence", ("eps_low", "eps_high", "length_norm", "sequence_ids")),
         "gspo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
         "gmpo": ("sequence", ("eps_low", "eps_high", "sequence_ids")),
+        "dppo_tv": ("token", ("eps_low", "eps_high", "is_cap", "num_tokens")),
+        "dppo_kl": ("token", ("eps_low", "eps_high", "is_cap", "num_tokens")),
     }
     assert find_loss("cispo") is LOSSES["cispo"]
     assert find_loss("rlve.algorithms.losses:cispo_loss") is LOSSES["cispo"]

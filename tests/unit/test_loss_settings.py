@@ -17,6 +17,8 @@ DEFINITIONS = {
     # loss: (eps_low, eps_high, is_cap, std_normalize, dynamic_sampling), from the papers
     "cispo": (None, None, 5.0, False, False),  # MiniMax-M1: a capped weight, no clip range
     "dapo": (0.2, 0.28, None, True, True),  # clip-higher and dynamic sampling
+    "dppo_kl": (0.05, 0.05, 10.0, False, False),  # the paper's KL threshold, Stable-RL's cap
+    "dppo_tv": (0.15, 0.15, 10.0, False, False),  # the paper's TV threshold
     "dr_grpo": (0.2, 0.2, None, False, False),  # GRPO's clip, no std division
     "gmpo": (0.4, 0.4, None, True, False),  # bounds of the log-ratio
     "grpo": (0.2, 0.2, None, True, False),

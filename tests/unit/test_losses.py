@@ -276,6 +276,9 @@ def naive_policy_loss(kind, logp, old, advantages, mask, *, sampler, tis_cap, ti
             r = ratio.item()
             if kind == "cispo":
                 term = -min(r, hp["is_cap"]) * a * logp[b, t]
+            elif kind.startswith("dppo"):
+                masked = naive_dppo_masked(kind, logp[b, t].item(), old[b, t].item(), a, hp)
+                term = 0.0 * logp[b, t] if masked else -min(r, hp["is_cap"]) * a * logp[b, t]
             else:
                 clipped = min(max(r, 1 - hp["eps_low"]), 1 + hp["eps_high"])
                 # The min picks the unclipped term (gradient flows) or a constant (none).
@@ -291,6 +294,20 @@ def naive_policy_loss(kind, logp, old, advantages, mask, *, sampler, tis_cap, ti
         sequences = sum(c > 0 for c in sequence_counts)
         return sum(sequence_sums) / (sequences * hp["length_norm"])
     return sum(sequence_sums) / sum(sequence_counts)
+
+
+def naive_dppo_masked(kind: str, logp: float, old: float, a: float, hp: dict) -> bool:
+    """DPPO's mask for one token, from its probabilities as python floats."""
+    pi, mu = math.exp(logp), math.exp(old)
+    if kind == "dppo_tv":
+        rose, fell = pi - mu > hp["eps_high"], mu - pi > hp["eps_low"]
+    else:
+        # the random batch's "probabilities" pass 1 here and there: torch's log gives NaN
+        # there, and a NaN divergence masks nothing
+        ratio = (1 - mu + 1e-8) / (1 - pi + 1e-8)
+        kl = mu * math.log(mu / pi) + (1 - mu) * (math.log(ratio) if ratio > 0 else math.nan)
+        rose, fell = kl > hp["eps_high"] and pi > mu, kl > hp["eps_low"] and pi < mu
+    return (a > 0 and rose) or (a < 0 and fell)
 
 
 def random_batch(seed: int, batch: int = 5, length: int = 7):
@@ -492,8 +509,8 @@ def test_k3_rejects_shape_mismatch():
     [
         (
             {"kind": "ppo"},
-            r"unknown loss 'ppo': use one of "
-            r"\['cispo', 'dapo', 'dr_grpo', 'gmpo', 'grpo', 'gspo'\] or an import path",
+            r"unknown loss 'ppo': use one of \['cispo', 'dapo', 'dppo_kl', 'dppo_tv', 'dr_grpo', "
+            r"'gmpo', 'grpo', 'gspo'\] or an import path",
         ),
         ({"eps_low": 1.0}, r"eps_low must be in \[0, 1\), got 1.0"),
         ({"eps_low": -0.1}, r"eps_low must be in \[0, 1\), got -0.1"),
