@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlve.algorithms.advantages import group_advantages
+from rlve.algorithms.advantages import group_advantages, maxrl_advantages
 from rlve.algorithms.turn_credit import token_advantages, turn_advantages, turn_returns
 from rlve.types import Trajectory
 
@@ -29,12 +29,20 @@ class Credit:
 
 def assign_credit(
     rollouts: Sequence[Trajectory], *, std_normalize: bool, turn_gamma: float | None = None,
-    turn_positions: bool = False,
+    turn_positions: bool = False, advantage: str = "group",
 ) -> list[Credit]:  # fmt: skip
     """The credit of each of `rollouts`, in order. With `turn_gamma`, each turn of a trajectory
     gets its own advantage, discounted by `turn_gamma`; with `turn_positions` a turn is compared
-    with the turns after the same conversation (its token ids before it)."""
+    with the turns after the same conversation (its token ids before it). `advantage` "maxrl":
+    the episode's is `maxrl_advantages` (0/1 rewards, whole episodes only)."""
     rewards = torch.tensor([[t.trained_reward for t in rollouts]], dtype=torch.float64)
+    if advantage == "maxrl":
+        if turn_gamma is not None:
+            raise ValueError("trainer.advantage=maxrl gives whole episodes their advantage: it "
+                             "does not combine with trainer.credit=turn")  # fmt: skip
+        return [Credit(float(a)) for a in maxrl_advantages(rewards)[0].tolist()]
+    if advantage != "group":
+        raise ValueError(f"advantage must be 'group' or 'maxrl', got {advantage!r}")
     advantages = group_advantages(rewards, std_normalize=std_normalize)[0].tolist()
     if turn_gamma is None:
         return [Credit(float(a)) for a in advantages]

@@ -123,13 +123,15 @@ def _group_problem(group: RolloutGroup, needs_sampler_logprobs: bool) -> str | N
 
 def sequences_from_groups(
     groups: Sequence[RolloutGroup], *, std_normalize: bool, needs_sampler_logprobs: bool = False,
-    turn_gamma: float | None = None, turn_positions: bool = False,
+    turn_gamma: float | None = None, turn_positions: bool = False, advantage: str = "group",
 ) -> GroupSequences:  # fmt: skip
     """Checks each group, assigns its credit (`assign_credit` of its clean rollouts: one
     advantage per episode, or per turn with `turn_gamma`) and returns one `TrainSequence` per
     clean trajectory with sampled tokens, and one per side call it carries (with the
-    trajectory's whole-episode advantage). Self-play seats are compared with the same seat of
-    the group's other games, on their own rewards.
+    trajectory's whole-episode advantage). `advantage`: "group" (`group_advantages`) or
+    "maxrl" (`maxrl_advantages`, which refuses a reward other than 0 and 1 with ValueError).
+    Self-play seats are compared with the same seat of the group's other games, on their own
+    rewards.
 
     Rollouts a fault spoiled are left out, of the loss and of their group's baseline: an engine
     error or a timeout says nothing about the model. A group with bad input (empty, non-finite
@@ -152,19 +154,20 @@ def sequences_from_groups(
             skipped += 1
             continue
         for rollouts in [clean, *seat_rosters(clean)]:
-            sequences += _roster_sequences(rollouts, std_normalize, turn_gamma, turn_positions)
+            sequences += _roster_sequences(rollouts, std_normalize, turn_gamma, turn_positions,
+                                           advantage)  # fmt: skip
     return GroupSequences(sequences=sequences, skipped_groups=skipped, faulty_rollouts=faulty)
 
 
 def _roster_sequences(
-    rollouts: list[Trajectory], std_normalize: bool, turn_gamma: float | None, positions: bool
-) -> list[TrainSequence]:
+    rollouts: list[Trajectory], std_normalize: bool, turn_gamma: float | None, positions: bool,
+    advantage: str,
+) -> list[TrainSequence]:  # fmt: skip
     """The sequences of rollouts compared with each other (a group's games, or one seat of
     them), each with its credit (rlve.algorithms.credit); side calls share their trajectory's
     whole-episode advantage."""
-    credits = assign_credit(
-        rollouts, std_normalize=std_normalize, turn_gamma=turn_gamma, turn_positions=positions
-    )
+    credits = assign_credit(rollouts, std_normalize=std_normalize, turn_gamma=turn_gamma,
+                            turn_positions=positions, advantage=advantage)  # fmt: skip
     sequences = []
     for trajectory, credit in zip(rollouts, credits, strict=True):
         for part in [trajectory, *trajectory.side_sequences]:

@@ -143,6 +143,11 @@ class TrainerConfig:
     """divide group advantages by the group's reward std (GRPO); None = the loss's own (on for
     grpo, dapo, gspo, gmpo; off for cispo, dr_grpo, dppo_tv, dppo_kl; docs/algorithms.md,
     "Losses")"""
+    advantage: str = "group"
+    """how a group's rewards become advantages: "group" (R - the group's mean, divided by its
+    std with `std_normalize`) or "maxrl" ((R - p) / p for 0/1 rewards, p the group's success
+    rate: MaxRL, arXiv 2602.02710; whole-episode credit; `std_normalize` is not read; a reward
+    other than 0 and 1 stops the run; docs/algorithms.md, "Advantages")"""
     credit: str = "episode"
     """"episode": every token of a rollout gets its episode's advantage; "turn": each model turn
     gets its own, from the return of the rewards after it (rlve.algorithms.turn_credit)"""
@@ -199,12 +204,17 @@ class TrainerConfig:
 
     def validate(self) -> None:
         from rlve.algorithms import SCHEDULES
+        from rlve.algorithms.advantages import ADVANTAGES
         from rlve.algorithms.packing import PACKINGS
 
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("packing", self.packing, PACKINGS)
         require_choice("trainer.fused_kernels", self.fused_kernels, FUSED_KERNELS)
         require_choice("credit", self.credit, CREDITS)
+        require_choice("trainer.advantage", self.advantage, ADVANTAGES)
+        require(self.advantage == "group" or self.credit == "episode",
+                "trainer.advantage=maxrl gives whole episodes their advantage: set "
+                "trainer.credit=episode")  # fmt: skip
         require_choice("trainer.turn_baseline", self.turn_baseline, TURN_BASELINES)
         require(
             self.turn_baseline == "turn" or self.credit == "turn",

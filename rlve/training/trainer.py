@@ -144,6 +144,7 @@ class Trainer:
             needs_sampler_logprobs=sampler_read or self.teacher is not None,  # d_t reads them
             turn_gamma=config.turn_gamma if config.credit == "turn" else None,
             turn_positions=config.turn_baseline == "position",
+            advantage=config.advantage,
         )
         metrics = {"train/skipped_groups": float(grouped.skipped_groups),
                    "train/faulty_rollouts": float(grouped.faulty_rollouts)}  # fmt: skip
