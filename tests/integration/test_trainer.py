@@ -72,6 +72,21 @@ def test_cispo_raises_the_logprob_of_the_rewarded_completion(lora):
     assert all(a < b for a, b in zip(after[1:], before[1:], strict=True))
 
 
+@pytest.mark.parametrize(
+    ("loss", "advantage"), [("dppo_tv", "group"), ("dppo_kl", "group"), ("cispo", "maxrl")]
+)
+def test_the_2026_objectives_raise_the_logprob_of_the_rewarded_completion(loss, advantage):
+    """DPPO (both masks) and MaxRL's advantage learn on the fixed group as CISPO does above."""
+    trainer = Trainer(TrainerConfig(loss=loss, advantage=advantage, lr=1e-3))
+    before = [completion_logprob(trainer, i) for i in range(4)]
+    for _ in range(4):
+        metrics = trainer.train_step([make_group()])
+        assert metrics["train/num_tokens"] == 12 and metrics["train/skipped_steps"] == 0
+    after = [completion_logprob(trainer, i) for i in range(4)]
+    assert after[0] > before[0] + 1.0
+    assert all(a < b for a, b in zip(after[1:], before[1:], strict=True))
+
+
 def test_sft_steps_lower_the_loss():
     trainer = Trainer(TrainerConfig(lr=1e-3))
     examples = [(PROMPT + c, [0] * len(PROMPT) + [1] * len(c)) for c in COMPLETIONS[:2]]
@@ -90,7 +105,9 @@ def test_sft_accepts_trajectories_and_rejects_an_all_masked_batch():
         trainer.sft_step([(PROMPT, [0] * len(PROMPT))])
 
 
-@pytest.mark.parametrize("loss", ["dapo", "cispo", "grpo", "dr_grpo", "gspo", "gmpo"])
+@pytest.mark.parametrize(
+    "loss", ["dapo", "cispo", "grpo", "dr_grpo", "gspo", "gmpo", "dppo_tv", "dppo_kl"]
+)
 def test_gradient_accumulation_equals_one_big_batch(loss):
     # 8 sequences of 8 tokens: one micro-batch of 8 rows (budget 64) vs 8 micro-batches of 1.
     # With the usual eps, Adam's first step is about lr * sign(g): blind to the gradient's scale
