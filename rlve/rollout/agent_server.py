@@ -139,12 +139,6 @@ class AgentGateway:
             await asyncio.sleep(0.01)
         self.root = f"http://127.0.0.1:{sock.getsockname()[1]}"
 
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-            await self._task
-            self._server = None
-
     def open(self, engine: Engine, sampling: SamplingConfig, seed: int,
              max_seq_len: int | None = None, max_calls: int = 64) -> AgentSession:  # fmt: skip
         """A new session on `engine`, with the run's sampling settings."""
