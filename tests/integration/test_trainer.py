@@ -56,20 +56,24 @@ def completion_logprob(trainer, index=0):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lora", [False, True])
-def test_cispo_raises_the_logprob_of_the_rewarded_completion(lora):
-    config = TrainerConfig(loss="cispo", lr=1e-3 if not lora else 3e-2)
-    if lora:
-        config.lora = LORA
-    trainer = Trainer(config)
+def assert_learns_the_rewarded_completion(trainer):
+    """Four steps on the fixed group: the rewarded completion gains at least 1 nat, each
+    unrewarded one loses log-prob."""
     before = [completion_logprob(trainer, i) for i in range(4)]
     for _ in range(4):
         metrics = trainer.train_step([make_group()])
         assert metrics["train/num_tokens"] == 12 and metrics["train/skipped_steps"] == 0
     after = [completion_logprob(trainer, i) for i in range(4)]
-    # the rewarded completion gains at least 1 nat, each unrewarded one loses log-prob
     assert after[0] > before[0] + 1.0
     assert all(a < b for a, b in zip(after[1:], before[1:], strict=True))
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_cispo_raises_the_logprob_of_the_rewarded_completion(lora):
+    config = TrainerConfig(loss="cispo", lr=1e-3 if not lora else 3e-2)
+    if lora:
+        config.lora = LORA
+    assert_learns_the_rewarded_completion(Trainer(config))
 
 
 @pytest.mark.parametrize(
@@ -77,14 +81,9 @@ def test_cispo_raises_the_logprob_of_the_rewarded_completion(lora):
 )
 def test_the_2026_objectives_raise_the_logprob_of_the_rewarded_completion(loss, advantage):
     """DPPO (both masks) and MaxRL's advantage learn on the fixed group as CISPO does above."""
-    trainer = Trainer(TrainerConfig(loss=loss, advantage=advantage, lr=1e-3))
-    before = [completion_logprob(trainer, i) for i in range(4)]
-    for _ in range(4):
-        metrics = trainer.train_step([make_group()])
-        assert metrics["train/num_tokens"] == 12 and metrics["train/skipped_steps"] == 0
-    after = [completion_logprob(trainer, i) for i in range(4)]
-    assert after[0] > before[0] + 1.0
-    assert all(a < b for a, b in zip(after[1:], before[1:], strict=True))
+    assert_learns_the_rewarded_completion(
+        Trainer(TrainerConfig(loss=loss, advantage=advantage, lr=1e-3))
+    )
 
 
 def test_sft_steps_lower_the_loss():
