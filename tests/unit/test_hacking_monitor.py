@@ -79,6 +79,12 @@ UNSTABLE_RUNS = {
     "env_scaling/C4/seed0": {"completion/len_mean"},
     "env_scaling/C4/seed2": {"completion/len_mean"},
     "env_scaling/worked/binary/C64/seed3": {"completion/len_mean"},
+    "distill/grid/self_regret": {
+        "game/invalid",
+        "game/unfinished",
+        "game/malformed",
+        "stop/max_turns_reached",
+    },
 }
 """Committed probes that did not learn steadily, with the signals the monitor raised on them. The
 regret arm with 4 updates per RL step: at step 3 invalid-move games rose 15% -> 33% and unfinished
@@ -91,7 +97,11 @@ moved 0.02 (the answers then shortened to 9 tokens by step 12); seed 2: at step 
 tokens while the reward moved -0.03 (16 tokens at the next step). The worked start's C64, seed 3:
 the mean answer jumped from 9 to 15, 17 and 19 tokens at steps 5, 9 and 23 for reward moves of
 +0.09, 0 and -0.17, back to 8-10 tokens at the next step each time: 8 groups a step drawn from
-64 environments whose answers differ in length, not a trend."""
+64 environments whose answers differ in length, not a trend. Self-distillation on the grid board
+(the student as its own teacher reading the threats line, docs/results.md "On-policy
+distillation"): it learned to write the line's words instead of a move, and at step 5 malformed
+answers rose 0% -> 19%, unfinished games 0% -> 19% and games cut at the turn limit 0% -> 17%
+while the reward fell 1.3; at step 6 invalid-move games rose 14% -> 44%."""
 
 
 def recorded_runs() -> list[Path]:
