@@ -21,17 +21,24 @@ def assistant_texts(completion: Sequence[Message] | str) -> list[str]:
     return [str(m.get("content") or "") for m in completion if m.get("role") == "assistant"]
 
 
-def tagged_bodies(text: str, open_tag: str, close_tag: str) -> Iterator[str]:
-    """The text between each `open_tag` and the next `close_tag`, in one pass over `text`. An
-    unclosed tag ends the scan: no later tag can close either (a lazy regex would search the
-    rest of the text again from every one of them, quadratic in a reply of unclosed tags)."""
+def tagged_spans(text: str, open_tag: str, close_tag: str) -> Iterator[tuple[int, int]]:
+    """The [start, end) of each `open_tag`...`close_tag` block, tags included, in one pass over
+    `text`. An unclosed tag ends the scan: no later tag can close either (a lazy regex would
+    search the rest of the text again from every one of them, quadratic in a reply of unclosed
+    tags)."""
     start = text.find(open_tag)
     while start != -1:
         end = text.find(close_tag, start + len(open_tag))
         if end == -1:
             return
-        yield text[start + len(open_tag) : end]
+        yield start, end + len(close_tag)
         start = text.find(open_tag, end + len(close_tag))
+
+
+def tagged_bodies(text: str, open_tag: str, close_tag: str) -> Iterator[str]:
+    """The text between each `open_tag` and the next `close_tag` (`tagged_spans`)."""
+    for start, end in tagged_spans(text, open_tag, close_tag):
+        yield text[start + len(open_tag) : end - len(close_tag)]
 
 
 class Parser:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rlve.envs.parsers import tagged_bodies
+from rlve.envs.parsers import tagged_bodies, tagged_spans
 from rlve.envs.tools import MAX_TOOL_CALLS_PER_TURN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from rlve.types import Message
 
@@ -116,13 +116,8 @@ def _tool_calls(text: str, call_id: str) -> list[dict[str, Any]] | None:
 def _without_tags(text: str) -> str:
     """`text` without its closed `<tool_call>...</tool_call>` blocks (one pass)."""
     kept, position = [], 0
-    start = text.find(TOOL_CALL_OPEN)
-    while start != -1:
-        end = text.find(TOOL_CALL_CLOSE, start + len(TOOL_CALL_OPEN))
-        if end == -1:
-            break
+    for start, end in tagged_spans(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
         kept.append(text[position:start])
-        position = end + len(TOOL_CALL_CLOSE)
-        start = text.find(TOOL_CALL_OPEN, position)
+        position = end
     kept.append(text[position:])
     return "".join(kept)
