@@ -97,6 +97,11 @@ class Trajectory:
     difficulty: int | None = None
     seed: int | None = None
     weight_version: int = 0
+    """the oldest weights version that sampled a token of it (its lag is counted from this)"""
+    turn_versions: list[int] = field(default_factory=list)
+    """the weights version that sampled each turn of `turn_spans` (the engines hold a weight push
+    until the turns in flight end, so every token of a turn has its turn's version); versions
+    differ only when rollouts span pushes (`rollout.max_staleness`)"""
     num_turns: int = 0
     truncated_turns: int = 0
     side_sequences: list[SideSequence] = field(default_factory=list)
@@ -121,6 +126,11 @@ class Trajectory:
     @property
     def num_sampled_tokens(self) -> int:
         return sum(self.loss_mask)
+
+    @property
+    def version_span(self) -> int:
+        """How many weights versions sampled its turns (1 for a rollout within one version)."""
+        return max(self.turn_versions) - min(self.turn_versions) + 1 if self.turn_versions else 1
 
     @property
     def trained_reward(self) -> float:

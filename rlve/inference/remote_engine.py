@@ -22,6 +22,7 @@ from rlve.config import InferenceConfig
 from rlve.inference.capped_http import send_capped
 from rlve.inference.engine import Generation, GenerationRequest
 from rlve.inference.serve_guard import SECRET_ENV, bearer_headers
+from rlve.inference.version_gate import VersionGate
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.push import connect_broadcaster, gather, push_weights
 from rlve.sync.shared_memory import NamedTensors, SharedMemoryTransport
@@ -48,6 +49,7 @@ class RemoteVLLMEngine:
         self.settings = settings
         self.weight_version = 0
         self.max_seq_len = settings.max_model_len
+        self._gate = VersionGate()
         self.requests_per_replica = [0] * len(self.urls)
         """requests sent to each server so far"""
         self._in_flight = [0] * len(self.urls)
@@ -148,16 +150,17 @@ class RemoteVLLMEngine:
                 "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed,
                 "stop": list(s.stop) or None, "logprobs": 0, "return_token_ids": True,
                 "skip_special_tokens": True, **WHOLE_DISTRIBUTION}  # fmt: skip
-        version = self.weight_version
-        index = min(range(len(self.urls)), key=lambda i: (self._in_flight[i], i))
-        self._in_flight[index] += 1  # on this engine's loop: no other thread touches the counts
-        self.requests_per_replica[index] += 1
-        try:
-            answer = await self._post(
-                index, "/v1/completions", {"model": self._models[index], **body}
-            )
-        finally:
-            self._in_flight[index] -= 1
+        async with self._gate.request():  # one version for the whole turn
+            version = self.weight_version
+            index = min(range(len(self.urls)), key=lambda i: (self._in_flight[i], i))
+            self._in_flight[index] += 1  # on this engine's loop: no other thread touches them
+            self.requests_per_replica[index] += 1
+            try:
+                answer = await self._post(
+                    index, "/v1/completions", {"model": self._models[index], **body}
+                )
+            finally:
+                self._in_flight[index] -= 1
         choice = answer["choices"][0]
         ids = list(choice["token_ids"])
         logprobs = list(choice["logprobs"]["token_logprobs"])
@@ -190,14 +193,19 @@ class RemoteVLLMEngine:
     # ---- weights and lifecycle ----------------------------------------------------------------
 
     def push_weights(self, named_tensors: NamedTensors, version: int) -> float:
-        """Load new weights into every server; returns the seconds it took."""
+        """Load new weights into every server once this engine's requests in flight have
+        finished (new ones wait: rlve.inference.version_gate); returns the seconds it took."""
         start = time.perf_counter()
         timeout = self.settings.request_timeout_s
-        push_weights(named_tensors, version, self._everywhere, timeout, files=self._files,
-                     broadcaster=self._broadcaster, engine_dtype=self.served_dtype)  # fmt: skip
-        resets = [self._post(i, "/reset_prefix_cache", {}) for i in range(len(self.urls))]
-        self._call(gather(*resets))
-        self.weight_version = version
+        self._call(self._gate.close(), timeout)
+        try:
+            push_weights(named_tensors, version, self._everywhere, timeout, files=self._files,
+                         broadcaster=self._broadcaster, engine_dtype=self.served_dtype)  # fmt: skip
+            resets = [self._post(i, "/reset_prefix_cache", {}) for i in range(len(self.urls))]
+            self._call(gather(*resets))
+            self.weight_version = version
+        finally:
+            self._loop.call_soon_threadsafe(self._gate.reopen)
         return time.perf_counter() - start
 
     def shutdown(self) -> None:

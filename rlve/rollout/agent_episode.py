@@ -88,7 +88,7 @@ def keep_session(env: AgentEnv, record: EpisodeRecord, session: AgentSession) ->
         record.token_ids, record.loss_mask = main.token_ids, main.loss_mask
         record.logprobs, record.turn_spans = main.logprobs, main.turn_spans
         record.side_sequences.extend(s.as_side_sequence() for s in recorded.segments[1:])
-        record.weight_version = recorded.weight_version
+        record.turn_versions = main.versions
         state["turn"] = len(main.turn_spans)
         turn_of = {call: turn for turn, call in enumerate(main.calls)}
         for call, reward in session.call_rewards.items():

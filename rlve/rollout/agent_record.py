@@ -33,6 +33,8 @@ class Segment:
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
     calls: list[int] = field(default_factory=list)
     """the session's index of the call that sampled each turn"""
+    versions: list[int] = field(default_factory=list)
+    """the weights version that sampled each turn"""
     text: str = ""
     """the conversation through its last answer, as the template renders it"""
 
@@ -69,8 +71,6 @@ class AgentRecord:
         self.calls = 0
         self.truncated = 0
         """calls whose answer hit the token limit"""
-        self.weight_version = 0
-        """the weights that sampled the latest call"""
 
     def plan(self, chat: ChatTokens, messages: list[Message]) -> CallPlan:
         """The prompt of a call with `messages` (already `template_messages`)."""
@@ -108,8 +108,8 @@ class AgentRecord:
         segment.append(list(generation.token_ids), 1, logprobs)
         segment.turn_spans.append((start, len(segment.token_ids)))
         segment.calls.append(self.calls)
+        segment.versions.append(generation.weight_version)
         segment.text = turn_text
         self.truncated += generation.finish_reason == "length"
-        self.weight_version = generation.weight_version
         self.calls += 1
         return self.calls - 1

@@ -104,3 +104,24 @@ def within_lag(
     run allows)."""
     kept = [g for g in groups if all(version - t.weight_version <= max_lag for t in g.trajectories)]
     return kept, len(groups) - len(kept)
+
+
+def staleness(groups: Sequence[RolloutGroup], version: int, max_staleness: int) -> dict[str, float]:
+    """Rollouts that span weight pushes (`rollout.max_staleness`), seen by a trainer at
+    `version`: `async/version_span_mean|max` (versions that sampled a rollout's turns),
+    `async/staleness_<j>` (the share of rollouts whose oldest token is j versions old, j up to
+    `max_staleness`, and `async/staleness_over` beyond it) and `async/dropped_rollouts` (those in
+    groups dropped for a rollout beyond it)."""
+    rollouts = [t for g in groups for t in g.trajectories]
+    if not rollouts:
+        return {}
+    spans = [t.version_span for t in rollouts]
+    lags = [version - t.weight_version for t in rollouts]
+    metrics = {"async/version_span_mean": _mean(spans), "async/version_span_max": max(spans)}
+    for j in range(max_staleness + 1):
+        metrics[f"async/staleness_{j}"] = _mean([float(lag == j) for lag in lags])
+    metrics["async/staleness_over"] = _mean([float(lag > max_staleness) for lag in lags])
+    metrics["async/dropped_rollouts"] = float(sum(
+        len(g.trajectories) for g in groups
+        if any(version - t.weight_version > max_staleness for t in g.trajectories)))  # fmt: skip
+    return metrics

@@ -54,7 +54,8 @@ class EpisodeRecord:
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
     pending_reply: list[Message] = field(default_factory=list)
     truncated_turns: int = 0
-    weight_version: int = 0
+    turn_versions: list[int] = field(default_factory=list)
+    """the weights version of each sampled turn"""
     side_sequences: list[SideSequence] = field(default_factory=list)
     prompt: list[Message] | None = None
     """the conversation's own prompt, when it is not the example's (a seat's, or one
@@ -137,7 +138,7 @@ async def sample_turn(
         if teacher is not None:
             teacher.append(list(generation.token_ids), 1)
     record.truncated_turns += generation.finish_reason == "length"
-    record.weight_version = generation.weight_version
+    record.turn_versions.append(generation.weight_version)
     return generation
 
 

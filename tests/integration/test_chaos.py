@@ -23,6 +23,12 @@ from rlve.loop import train
 from rlve.train import load_run_config
 
 STEPS = ["trainer.max_steps=4", "save_every=2"]
+PIPELINES = {
+    "async_level=0": ["rollout.async_level=0"],
+    "async_level=1": ["rollout.async_level=1"],
+    # two batches generated ahead, pushes landing while they are played (rollout.max_staleness)
+    "max_staleness=2": ["rollout.async_level=0", "rollout.max_staleness=2"],
+}
 
 
 def metrics(run_dir: Path) -> list[dict]:
@@ -42,40 +48,45 @@ def resume(run_dir: Path, overrides: list[str]) -> None:
     train(load_run_config([*overrides, f"output_dir={run_dir}", "resume=true"]))
 
 
+FIRST_AFTER_SAVE = {"async_level=0": 4, "async_level=1": 4, "max_staleness=2": 5}
+"""the first batch started after step 2's checkpoint: step 3's starts before it (async 0: right
+after the push; async 1: while step 2 trains); with max_staleness 2, step 4's too, and step 2's
+checkpoint waits for both and keeps them"""
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    """The scripted runs without a kill, one per async level."""
+    """The scripted runs without a kill, one per pipeline."""
     root = tmp_path_factory.mktemp("uninterrupted")
     runs = {}
-    for level in (0, 1):
-        overrides = [*test_loop.FAST, *STEPS, f"rollout.async_level={level}"]
-        runs[level] = metrics(
-            train(load_run_config([*overrides, f"output_dir={root / str(level)}"]))
-        )
+    for name, pipeline in PIPELINES.items():
+        overrides = [*test_loop.FAST, *STEPS, *pipeline]
+        run_dir = root / name.replace("=", "_")  # '=' in a path would split the override
+        runs[name] = metrics(train(load_run_config([*overrides, f"output_dir={run_dir}"])))
     return runs
 
 
-@pytest.mark.parametrize("async_level", [0, 1])
+@pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize(
     "kill_at",
     [
-        # step 3's rollouts start before step 2's checkpoint is written (async 0: right after
-        # the push; async 1: while step 2 trains), so step 4's are the first after it
-        "rollout@4",
+        "rollout",  # in the first batch started after step 2's checkpoint (FIRST_AFTER_SAVE)
         "optimizer_step@3",
         "checkpoint@4",  # halfway through step 4's checkpoint: step 2's is the newest intact
     ],
 )
 def test_a_run_killed_at_a_point_resumes_to_the_uninterrupted_metrics(
-    tmp_path, uninterrupted, async_level, kill_at
+    tmp_path, uninterrupted, pipeline, kill_at
 ):
-    overrides = [*test_loop.FAST, *STEPS, f"rollout.async_level={async_level}"]
+    overrides = [*test_loop.FAST, *STEPS, *PIPELINES[pipeline]]
     run_dir = tmp_path / "run"
+    if kill_at == "rollout":
+        kill_at = f"rollout@{FIRST_AFTER_SAVE[pipeline]}"
     killed_run(run_dir, overrides, kill_at)
     logged_before = [row["step"] for row in metrics(run_dir)]
     assert logged_before[:2] == [1, 2]
     resume(run_dir, overrides)
-    assert metrics(run_dir) == uninterrupted[async_level]
+    assert metrics(run_dir) == uninterrupted[pipeline]
 
 
 FADING_HINTS = [

@@ -3,7 +3,7 @@ that sampled a batch were."""
 
 import pytest
 
-from rlve.rollout.summary import summarize, weight_lag, within_lag
+from rlve.rollout.summary import staleness, summarize, weight_lag, within_lag
 from rlve.types import Fault, RolloutGroup, Trajectory
 
 
@@ -38,6 +38,29 @@ def test_groups_older_than_the_allowed_lag_are_dropped_and_counted():
     kept, dropped = within_lag([fresh, too_old, one_behind], version=5, max_lag=1)
     assert (kept, dropped) == ([fresh, one_behind], 1)
     assert within_lag([one_behind], version=5, max_lag=0) == ([], 1)
+
+
+def test_staleness_counts_versions_per_rollout_and_the_oldest_token_s_lag():
+    """Trainer at version 6, max_staleness 2: rollouts whose turns were sampled by versions
+    (4, 5), (6), (3, 4, 5) and (5, 5): spans 2, 1, 3, 1; oldest-token lags 2, 0, 3, 1. The third
+    is beyond 2, so its group (2 rollouts) is dropped."""
+
+    def rollout(*versions):
+        return Trajectory(prompt=[], completion=[], weight_version=min(versions),
+                          turn_versions=list(versions))  # fmt: skip
+
+    kept = RolloutGroup(0, "toy", [rollout(4, 5), rollout(6)])
+    dropped = RolloutGroup(1, "toy", [rollout(3, 4, 5), rollout(5, 5)])
+    assert staleness([kept, dropped], version=6, max_staleness=2) == {
+        "async/version_span_mean": 7 / 4,
+        "async/version_span_max": 3,
+        "async/staleness_0": 0.25,
+        "async/staleness_1": 0.25,
+        "async/staleness_2": 0.25,
+        "async/staleness_over": 0.25,
+        "async/dropped_rollouts": 2.0,
+    }
+    assert within_lag([kept, dropped], version=6, max_lag=2) == ([kept], 1)
 
 
 def test_rewards_are_the_clean_rollouts_and_stop_reasons_count_every_rollout():
