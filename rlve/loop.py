@@ -6,8 +6,9 @@ optimizer step(s) on them, the new weights go back into vLLM, metrics go to metr
 the console, and every `save_every` steps a checkpoint (weights, optimizer, rng, data position,
 curriculum) is written atomically. With `rollout.async_level=1` the next batch is generated while
 the trainer trains on this one (one step off-policy; the sampler's log-probs feed the importance
-correction; its checkpoints keep that batch, so a resumed run trains on exactly what the
-uninterrupted one would). Ctrl-C saves a checkpoint and exits; `resume=true` continues the run.
+correction); with `rollout.max_staleness=k` up to k batches are, and pushes land while they are
+played (rlve.rollout.batch_queue). Checkpoints keep the batches started, so a resumed run trains
+on exactly them. Ctrl-C saves a checkpoint and exits; `resume=true` continues the run.
 
 Under `torchrun --nproc-per-node N -m rlve.train ...` every rank builds a trainer (FSDP2-sharded);
 rank 0 alone builds the rest and drives the run, and the other ranks `follow` its orders.
@@ -15,7 +16,6 @@ rank 0 alone builds the rest and drives the run, and the other ranks `follow` it
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import shutil
 import signal
@@ -39,13 +39,15 @@ from rlve.inference.engine import ServingEngine
 from rlve.inference.scripted import ScriptedEngine, load_policy
 from rlve.inference.vllm_logs import send_vllm_logs_to
 from rlve.reliability.run_guard import run_guard
+from rlve.rollout.batch_queue import BatchQueue
 from rlve.rollout.chat_tokens import end_of_turn_id
 from rlve.rollout.collector import BatchCollector, StepBatch
 from rlve.rollout.episode import EpisodeSettings
 from rlve.rollout.problems import ProblemSampler
 from rlve.rollout.runner import env_sampling
 from rlve.rollout.step_summary import step_metrics
-from rlve.rollout.summary import weight_lag, within_lag
+from rlve.rollout.summary import staleness, weight_lag, within_lag
+from rlve.sync.adapter_push import PolicyPush
 from rlve.sync.placement import place_run
 from rlve.training.allocator import keep_freed_memory
 from rlve.training.checkpoint import intact_checkpoint_for_errors, latest_intact_checkpoint
@@ -102,13 +104,15 @@ def build_engine(config: RunConfig, tokenizer):
 
     if config.logging.vllm_log_file:
         send_vllm_logs_to(config.output_dir)
-    return VLLMEngine(resolve_model_path(config.trainer.model), tokenizer, engine_settings(config))
+    adapter = config.trainer.lora.rank if config.sync.lora == "adapter" else None
+    return VLLMEngine(resolve_model_path(config.trainer.model), tokenizer, engine_settings(config),
+                      lora_rank=adapter)  # fmt: skip
 
 
 def engine_settings(config: RunConfig) -> InferenceConfig:
     """`config.inference`, with vLLM's own core binding in place of "auto" when the trainer
     computes while vLLM samples (rlve.inference.cpu_binding.VLLMS_OWN)."""
-    if config.rollout.async_level > 0 and config.inference.cpu_cores == "auto":
+    if config.rollout.batches_ahead > 0 and config.inference.cpu_cores == "auto":
         return replace(config.inference, cpu_cores=VLLMS_OWN)
     return config.inference
 
@@ -214,12 +218,13 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=
 
     envs, weights = build_environments(config)
     sampler = build_sampler(config, envs, weights)
-    next_batch: StepBatch | None = None
+    generated: list[StepBatch] = []
     extra: dict[str, Any] = {}
     if latest:
         extra = trainer.resume(latest)
-        next_batch = extra.get("next_batch") if config.rollout.async_level == 1 else None
-        sampler.load_state_dict(next_batch.sampler_state if next_batch else extra["sampler"])
+        if config.rollout.batches_ahead:  # none after Ctrl-C; older checkpoints: next_batch
+            generated = extra.get("next_batches") or [b for b in [extra.get("next_batch")] if b]
+        sampler.load_state_dict(generated[-1].sampler_state if generated else extra["sampler"])
         log.info("resumed %s at step %d", latest, trainer.step)
     started_elsewhere = engine is not None
     engine = engine if started_elsewhere else build_engine(config, trainer.tokenizer)
@@ -251,11 +256,12 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=
             privileged_view=config.trainer.distill.privileged,
         ),
     )
-    collector.next_step = trainer.step + (2 if next_batch else 1)
+    collector.next_step = trainer.step + 1 + len(generated)
     checkpoints = run_dir / CHECKPOINTS
+    push = PolicyPush(crew, engine, adapter=config.sync.lora == "adapter")
     try:
         if (latest or started_elsewhere) and isinstance(engine, ServingEngine):
-            engine.push_weights(crew.weights_for_inference(), trainer.version)
+            push(trainer.version)
         if on_start is not None:
             on_start(trainer, engine)
 
@@ -268,8 +274,8 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=
             if config.evaluation.games:
                 evaluate_stage(config, engine, run_dir, "start", step=0)
 
-        _loop(config, crew, engine, collector, logger, checkpoints, on_step, next_batch, monitor,
-              first_batch)  # fmt: skip
+        _loop(config, crew, engine, BatchQueue(collector, config.rollout.batches_ahead, generated),
+              push, logger, checkpoints, on_step, monitor, first_batch)  # fmt: skip
         if config.evaluation.games:
             evaluate_stage(config, engine, run_dir, "end", step=trainer.step)
         crew.export(str(run_dir / "model"))
@@ -284,56 +290,47 @@ def _drive(config, crew, latest, run_dir, on_step, on_start, engine=None, asked=
         raise
     finally:
         collector.close()
+        push.close()
         logger.close()
         if isinstance(engine, ServingEngine):
             engine.shutdown()
 
 
-def _loop(
-    config,
-    crew,
-    engine,
-    collector,
-    logger,
-    checkpoints,
-    on_step,
-    next_batch,
-    monitor,
-    first_batch=None,
-) -> None:
-    """`next_batch`: the batch a resumed async run had already generated (exact resume);
+def _loop(config, crew, engine, queue: BatchQueue, push: PolicyPush, logger, checkpoints, on_step,
+          monitor, first_batch=None) -> None:  # fmt: skip
+    """`queue`: the batches started (a resumed async run's first ones already generated);
     `monitor`: the reward-hacking monitor, or None; `first_batch(metrics)`: called on a fresh
     run's first batch before its optimizer step (it raises to stop the run)."""
     trainer = crew.trainer
-    async_level = config.rollout.async_level
+    rollout = config.rollout
     serves_trainer = isinstance(engine, ServingEngine)
-    pending = _finished(next_batch) if next_batch else collector.submit()
     batch: StepBatch | None = None
     saved_step = trainer.step
     try:
         while trainer.step < config.trainer.max_steps:
             step_started = time.perf_counter()
-            batch = pending.result(timeout=BATCH_TIMEOUT_S)
+            batch = queue.take(BATCH_TIMEOUT_S)  # with batches ahead, starts one more
             waited_s = time.perf_counter() - step_started
-            if async_level == 1:
-                pending = collector.submit()  # generates step n+1 while step n trains
-            metrics = step_metrics(batch, collector.sampler, waited_s)
+            metrics = step_metrics(batch, queue.collector.sampler, waited_s)
             if trainer.step == 0 and first_batch is not None:
                 first_batch(metrics)
             groups = batch.groups
             if serves_trainer:  # its weights come from this trainer: check the lag
                 metrics.update(weight_lag(groups, trainer.version))
-                groups, stale = within_lag(groups, trainer.version, async_level)
+                if rollout.max_staleness:
+                    metrics.update(staleness(groups, trainer.version, rollout.max_staleness))
+                groups, stale = within_lag(groups, trainer.version, rollout.batches_ahead)
                 metrics["batch/stale_groups_dropped"] = float(stale)
             metrics.update(crew.train_step(groups))
-            if async_level == 1:
-                pending.exception(timeout=BATCH_TIMEOUT_S)  # keep each batch on one version
-            sync_s = 0.0
-            if serves_trainer:
-                sync_s = engine.push_weights(crew.weights_for_inference(), trainer.version)
-            if async_level == 0 and trainer.step < config.trainer.max_steps:
-                pending = collector.submit()
-            metrics["perf/sync_s"] = sync_s
+            if rollout.async_level == 1:
+                queue.wait(BATCH_TIMEOUT_S)  # keep each batch on one version
+            metrics["perf/sync_s"] = 0.0
+            if serves_trainer:  # with max_staleness, lands between the turns being played
+                pushed = push(trainer.version)
+                metrics["perf/sync_s"] = pushed.seconds
+                metrics["perf/sync_mb"] = pushed.bytes / 1e6
+            if not rollout.batches_ahead and trainer.step < config.trainer.max_steps:
+                queue.start()
             metrics["perf/step_s"] = time.perf_counter() - step_started
             tripped = monitor.observe(metrics) if monitor is not None else []
             logger.log(trainer.step, metrics)
@@ -344,8 +341,8 @@ def _loop(
             last = trainer.step == config.trainer.max_steps
             if trainer.step % config.save_every == 0 or last or stop:
                 extra = _checkpoint_extra(batch, monitor)
-                if async_level == 1:  # already generated: a resumed run trains on it as is
-                    extra["next_batch"] = pending.result()
+                if rollout.batches_ahead:  # a resumed run trains on them as they are
+                    extra["next_batches"] = queue.generated(BATCH_TIMEOUT_S)
                 crew.save(str(checkpoints), extra=extra)
                 saved_step = trainer.step
             if stop:
@@ -394,9 +391,3 @@ def _checkpoint_to_resume(config: RunConfig, run_dir: Path) -> str | None:
 def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit("rank 0 stopped by SIGTERM: torchrun stops every rank when one fails, "
                      "and its report above names the rank and its error")  # fmt: skip
-
-
-def _finished(batch: StepBatch) -> concurrent.futures.Future[StepBatch]:
-    future: concurrent.futures.Future[StepBatch] = concurrent.futures.Future()
-    future.set_result(batch)
-    return future

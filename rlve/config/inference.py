@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from rlve.config.checks import require, require_choice
 
 WEIGHT_TRANSPORTS = ("shared_memory", "nccl", "gloo")
+LORA_PUSHES = ("merged", "adapter")
 
 
 @dataclass
@@ -80,3 +81,16 @@ class InferenceConfig:
         require_choice("weight_transport", self.weight_transport, WEIGHT_TRANSPORTS)
         require(self.replicas >= 1, f"inference.replicas must be >= 1, got {self.replicas}")
         require(self.max_model_len >= 16, f"max_model_len must be >= 16, got {self.max_model_len}")
+
+
+@dataclass
+class SyncConfig:
+    """What a push sends into vLLM (`sync.*`)."""
+
+    lora: str = "merged"
+    """with trainer.lora.enabled: "merged" (the adapter merged into the base weights, every
+    weight pushed) or "adapter" (the adapter's tensors alone, loaded by vLLM's LoRA support in
+    place under one name: rlve.sync.adapter_push); "adapter" needs vLLM started by the run"""
+
+    def validate(self) -> None:
+        require_choice("sync.lora", self.lora, LORA_PUSHES)

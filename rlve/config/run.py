@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlve.config.checks import is_int, require, require_choice
-from rlve.config.inference import InferenceConfig
+from rlve.config.inference import InferenceConfig, SyncConfig
 from rlve.config.trainer import TrainerConfig
 from rlve.config.warmup import EvaluationConfig, WarmupConfig
 from rlve.sync.placement import check_placement, check_remote_placement, place_run
@@ -41,7 +41,13 @@ class RolloutConfig:
     """wall-clock limit per episode, its setup included; past it the episode ends with stop
     reason 'timeout' (a fault: faults/timeout); None = no limit"""
     async_level: int = 0
-    """0: strictly on-policy; 1: generate step n+1 while the trainer trains step n"""
+    """0: strictly on-policy; 1: generate step n+1 while the trainer trains step n (each batch
+    sampled by one weights version: the push waits for it)"""
+    max_staleness: int = 0
+    """k >= 1: generation runs up to k batches ahead of the trainer and goes on while it pushes,
+    so an episode may continue under newer weights between turns; a rollout is trained while its
+    oldest token is at most k versions old, else dropped (`async/*` metrics). Needs
+    trainer.old_logprobs=sampler and async_level=0. 0 = off"""
     dynamic_sampling: bool | None = None
     """DAPO: drop groups whose rewards are all equal and sample more until the batch is full;
     None = the loss's own (on for dapo, off for the others)"""
@@ -64,6 +70,11 @@ class RolloutConfig:
     """how many of the latest episodes and failed generations the fault rate is judged over, once
     that many were seen (a resumed run starts an empty window); >= 1"""
 
+    @property
+    def batches_ahead(self) -> int:
+        """How many batches generation may run ahead of the trainer: 0, 1 or max_staleness."""
+        return self.max_staleness or self.async_level
+
     def validate(self) -> None:
         require_choice("rollout.engine", self.engine, ENGINES)
         require(self.group_size >= 2, f"rollout.group_size must be >= 2, got {self.group_size}")
@@ -82,6 +93,11 @@ class RolloutConfig:
             f"rollout.max_concurrent must be >= 1, got {self.max_concurrent}",
         )
         require_choice("rollout.async_level", self.async_level, ASYNC_LEVELS)
+        k = self.max_staleness
+        require(is_int(k) and k >= 0, f"rollout.max_staleness must be an integer >= 0, got {k}")
+        require(not (self.max_staleness and self.async_level),
+                f"rollout.max_staleness={self.max_staleness} replaces rollout.async_level (now "
+                f"{self.async_level}): set rollout.async_level=0")  # fmt: skip
         require(self.max_refills >= 0, f"rollout.max_refills must be >= 0, got {self.max_refills}")
         require(self.oversample >= 1, f"rollout.oversample must be >= 1, got {self.oversample}")
         require(
@@ -241,6 +257,8 @@ class RunConfig:
     """environments and curriculum"""
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     """the vLLM engine"""
+    sync: SyncConfig = field(default_factory=SyncConfig)
+    """what a push sends into vLLM"""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     """metrics sinks"""
     hacking: HackingConfig = field(default_factory=HackingConfig)
@@ -278,6 +296,7 @@ class RunConfig:
         self.env.validate()
         self.logging.validate()
         self.hacking.validate()
+        self._check_adapter_push()
         self.warmup.validate(self.env.names)
         self.evaluation.validate()
         require(0 <= self.min_legal_answers <= 1,
@@ -300,6 +319,23 @@ class RunConfig:
                             i.weight_transport, i.gpu_memory_utilization, i.replicas,
                             int(os.environ.get("LOCAL_WORLD_SIZE", "1")))  # fmt: skip
 
+    def _check_adapter_push(self) -> None:
+        """sync.lora=adapter: vLLM started by this run loads the trainer's one adapter."""
+        self.sync.validate()
+        if self.sync.lora != "adapter":
+            return
+        instead = "; sync.lora=merged pushes every weight instead"
+        require(self.trainer.lora.enabled,
+                "sync.lora=adapter pushes the LoRA adapter alone, but trainer.lora.enabled is "
+                "false: there is no adapter" + instead)  # fmt: skip
+        require(not self.inference.servers,
+                "sync.lora=adapter is built for vLLM started by the run, not for rlve.serve "
+                f"servers ({self.inference.servers})" + instead)  # fmt: skip
+        sharded = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        require(
+            not sharded, "sync.lora=adapter is not built for a sharded trainer (torchrun)" + instead
+        )
+
     def _check_off_policy_correction(self) -> None:
         """async_level 1 trains on rollouts of the weights one step back; recomputed old log-probs
         are the current weights', so the ratio is 1 by construction and only TIS corrects."""
@@ -311,4 +347,12 @@ class RunConfig:
             "trainer.old_logprobs=recompute and trainer.tis_cap=null nothing corrects for that "
             "(the recomputed ratio is 1): set trainer.old_logprobs=sampler (the ratio spans the "
             "lag) or trainer.tis_cap=2.0, or use rollout.async_level=0",
+        )
+        k = self.rollout.max_staleness
+        require(
+            not (k and t.old_logprobs == "recompute"),
+            f"rollout.max_staleness={k} trains on rollouts whose tokens were sampled by up to "
+            f"{k + 1} weights versions, but trainer.old_logprobs=recompute recomputes one old "
+            "policy for the whole sequence (wrong for tokens of other versions): set "
+            "trainer.old_logprobs=sampler (the ratio against each token's own sampler)",
         )

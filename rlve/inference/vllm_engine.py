@@ -37,9 +37,11 @@ from rlve.inference.engine import (
     GenerationRequest,
     PromptTokenCounts,
 )
+from rlve.inference.version_gate import VersionGate
 from rlve.inference.vllm_logs import children_print_to_log
 from rlve.inference.vllm_version import check_vllm_version
 from rlve.models.precision import AUTO, auto_dtype, cpu_has_native_bf16
+from rlve.sync.adapter_push import ADAPTER_ID, ADAPTER_NAME, vllm_max_lora_rank
 from rlve.sync.broadcast import WeightBroadcaster
 from rlve.sync.placement import CPU_SHARE, SHARED_GPU_SHARE, engine_devices
 from rlve.sync.push import connect_broadcaster, gather, push_weights, wait_for
@@ -64,9 +66,17 @@ class VLLMEngine:
     """An rlve `Engine` on vLLM's async engine, with in-place weight updates."""
 
     def __init__(
-        self, model_path: str, tokenizer: Any, settings: InferenceConfig = InferenceConfig()
+        self,
+        model_path: str,
+        tokenizer: Any,
+        settings: InferenceConfig = InferenceConfig(),
+        lora_rank: int | None = None,
     ):
+        """`lora_rank`: serve a LoRA adapter of this rank, loaded by `push_adapter`."""
         self.model_path = model_path
+        self.lora_rank = lora_rank
+        self._lora = None
+        """the adapter requests run with (vLLM's LoRARequest), once one was pushed"""
         self.tokenizer = tokenizer
         self.settings = replace(
             settings,
@@ -75,6 +85,7 @@ class VLLMEngine:
         )
         self.weight_version = 0
         self.max_seq_len = settings.max_model_len
+        self._gate = VersionGate()
         self._files: SharedMemoryTransport | None = None
         self._broadcaster: WeightBroadcaster | None = None
         self._replicas: list = []
@@ -139,6 +150,7 @@ class VLLMEngine:
             logprobs_mode="processed_logprobs",
             worker_extension_cls=WORKER_EXTENSION,
             disable_log_stats=True,
+            **self._lora_args(),
         )
         log_file = None
         try:
@@ -146,6 +158,13 @@ class VLLMEngine:
                 return AsyncLLM.from_engine_args(args)
         except Exception as exc:
             raise EngineStartError(_start_hint(self.model_path, s, exc, log_file)) from exc
+
+    def _lora_args(self) -> dict[str, Any]:
+        if self.lora_rank is None:
+            return {}
+        # one slot: a push waits for the turns in flight, so no request needs an older adapter
+        return {"enable_lora": True, "max_lora_rank": vllm_max_lora_rank(self.lora_rank),
+                "max_loras": 1, "max_cpu_loras": 1}  # fmt: skip
 
     def _call(self, coroutine, timeout: float, what: str):
         """Run a coroutine on the engine's loop from synchronous code, with a time limit."""
@@ -211,19 +230,22 @@ class VLLMEngine:
             skip_special_tokens=True,
             output_kind=RequestOutputKind.FINAL_ONLY,  # no partial outputs to build and pass on
         )
-        version = self.weight_version
         final = None
         prompt = {"prompt_token_ids": list(request.prompt_ids)}
-        index = min(range(len(self._replicas)), key=lambda i: (self._in_flight[i], i))
-        self._in_flight[index] += 1  # on the engine's loop: no other thread touches the counts
-        self.requests_per_replica[index] += 1
-        try:
-            with self._death_explained(index):
-                llm = self._replicas[index]
-                async for output in llm.generate(prompt, params, request_id=uuid.uuid4().hex):
-                    final = output
-        finally:
-            self._in_flight[index] -= 1
+        async with self._gate.request():  # one version for the whole turn
+            version = self.weight_version
+            index = min(range(len(self._replicas)), key=lambda i: (self._in_flight[i], i))
+            self._in_flight[index] += 1  # on the engine's loop: no other thread touches them
+            self.requests_per_replica[index] += 1
+            try:
+                with self._death_explained(index):
+                    llm = self._replicas[index]
+                    request_id = uuid.uuid4().hex
+                    async for output in llm.generate(prompt, params, request_id=request_id,
+                                                     lora_request=self._lora):  # fmt: skip
+                        final = output
+            finally:
+                self._in_flight[index] -= 1
         self.prompt_tokens.add(len(request.prompt_ids), final.num_cached_tokens or 0)
         sample = final.outputs[0]
         ids = list(sample.token_ids)
@@ -246,7 +268,9 @@ class VLLMEngine:
         final = None
         prompt = {"prompt_token_ids": token_ids}
         llm = self._replicas[replica]
-        async for output in llm.generate(prompt, params, request_id=uuid.uuid4().hex):
+        request_id = uuid.uuid4().hex
+        async for output in llm.generate(prompt, params, request_id=request_id,
+                                         lora_request=self._lora):  # fmt: skip
             final = output
         steps = final.prompt_logprobs[1:]
         return [step[token].logprob for step, token in zip(steps, token_ids[1:], strict=True)]
@@ -254,15 +278,49 @@ class VLLMEngine:
     # ---- weights ------------------------------------------------------------------------------
 
     def push_weights(self, named_tensors: NamedTensors, version: int) -> float:
-        """Load new weights into every replica in place; returns the seconds it took."""
+        """Load new weights into every replica in place, once the requests in flight have
+        finished (new ones wait: rlve.inference.version_gate); returns the seconds it took."""
         start = time.perf_counter()
         timeout = self.settings.request_timeout_s
-        push_weights(named_tensors, version, self._everywhere, timeout, files=self._files,
-                     broadcaster=self._broadcaster, engine_dtype=self.settings.dtype)  # fmt: skip
-        resets = gather(*(llm.reset_prefix_cache() for llm in self._replicas))
-        self._call(resets, timeout, "resetting the prefix caches")
-        self.weight_version = version
+        self._call(self._gate.close(), timeout, "waiting for the requests in flight")
+        try:
+            push_weights(named_tensors, version, self._everywhere, timeout, files=self._files,
+                         broadcaster=self._broadcaster,
+                         engine_dtype=self.settings.dtype)  # fmt: skip
+            self._lora = None  # the merged weights carry the adapter
+            self._reset_prefix_caches(version)
+        finally:
+            self._loop.call_soon_threadsafe(self._gate.reopen)
         return time.perf_counter() - start
+
+    def push_adapter(self, directory: str, version: int) -> float:
+        """Load the LoRA adapter saved in `directory` (peft's layout) into every replica, in
+        place under one name (rlve.sync.adapter_push), once the requests in flight have
+        finished; every request after it runs with the adapter. Returns the seconds it took."""
+        from vllm.lora.request import LoRARequest
+
+        if self.lora_rank is None:
+            raise RuntimeError("this engine was started without LoRA (lora_rank=None): it can "
+                               "take merged weights only (push_weights)")  # fmt: skip
+        start = time.perf_counter()
+        timeout = self.settings.request_timeout_s
+        adapter = LoRARequest(ADAPTER_NAME, ADAPTER_ID, directory, load_inplace=True)
+        self._call(self._gate.close(), timeout, "waiting for the requests in flight")
+        try:
+            loads = gather(*(llm.add_lora(adapter) for llm in self._replicas))
+            if not all(self._call(loads, timeout, "loading the adapter")):
+                raise RuntimeError(f"vLLM did not load the adapter in {directory}")
+            self._lora = adapter
+            self._reset_prefix_caches(version)
+        finally:
+            self._loop.call_soon_threadsafe(self._gate.reopen)
+        return time.perf_counter() - start
+
+    def _reset_prefix_caches(self, version: int) -> None:
+        """No cached key of the weights before `version` may serve a request after it."""
+        resets = gather(*(llm.reset_prefix_cache() for llm in self._replicas))
+        self._call(resets, self.settings.request_timeout_s, "resetting the prefix caches")
+        self.weight_version = version
 
     def _on_replica(self, replica: int, method: str, *args) -> concurrent.futures.Future:
         return self._submit(self._rpc(replica, method, *args))

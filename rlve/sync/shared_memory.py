@@ -36,7 +36,9 @@ SAFETENSORS_DTYPES = {
 """torch dtype -> safetensors dtype name"""
 
 
-def _default_directory() -> Path:
+def weights_directory() -> Path:
+    """A new directory name for this process's weight files: in RAM (/dev/shm) where it can be
+    written, else the temp directory; the watchdog removes it if the process dies."""
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
     return base / f"rlve-weights-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -50,7 +52,7 @@ class SharedMemoryTransport:
     """Writes each push into one mapped safetensors file that the inference workers load."""
 
     def __init__(self, directory: str | Path | None = None):
-        self.directory = Path(directory) if directory else _default_directory()
+        self.directory = Path(directory) if directory else weights_directory()
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # weights: the run's only
         self._file: MappedWeights | None = None
 

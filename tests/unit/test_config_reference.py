@@ -21,7 +21,7 @@ def test_every_field_of_every_section_is_on_the_page():
     sections = {title: rows for title, _, rows in config_rows(RunConfig())}
     assert list(sections) == [
         "(top level)", "trainer", "trainer.lora", "trainer.distill", "rollout", "env",
-        "env.curriculum", "inference", "logging", "hacking", "warmup", "evaluation",
+        "env.curriculum", "inference", "sync", "logging", "hacking", "warmup", "evaluation",
     ]  # fmt: skip
     keys = {row.key for rows in sections.values() for row in rows}
     assert {"trainer.lora.rank", "rollout.group_size", "inference.weight_transport"} <= keys

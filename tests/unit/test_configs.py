@@ -120,6 +120,19 @@ def test_async_rollouts_without_any_off_policy_correction_are_refused():
         load_run_config([*uncorrected, fix])
 
 
+def test_rollouts_spanning_pushes_need_the_sampler_s_log_probs_and_replace_async_level():
+    spanning = ["rollout.max_staleness=2", "trainer.old_logprobs=recompute"]
+    with pytest.raises(ValueError, match="recomputes one old policy for the whole sequence"):
+        load_run_config(spanning)
+    config = load_run_config([*spanning, "trainer.old_logprobs=sampler", "trainer.tis_cap=null"])
+    assert config.rollout.batches_ahead == 2
+    with pytest.raises(ValueError, match="max_staleness=2 replaces rollout.async_level"):
+        load_run_config([*spanning, "trainer.old_logprobs=sampler", "trainer.tis_cap=null",
+                         "rollout.async_level=1"])  # fmt: skip
+    with pytest.raises(ValueError, match="max_staleness must be an integer >= 0, got -1"):
+        load_run_config(["rollout.max_staleness=-1"])
+
+
 def test_nucleus_sampling_in_training_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="rollout.top_p must be 1.0, got 0.9: vLLM's log-probs"):
         load_run_config(["rollout.top_p=0.9"])
@@ -136,3 +149,24 @@ def test_nucleus_sampling_in_training_is_refused_with_the_reason():
 def test_fault_settings_out_of_range_are_refused_naming_the_field(override, message):
     with pytest.raises(ValueError, match=message):
         load_run_config([override])
+
+
+def test_the_adapter_push_needs_an_adapter_and_vllm_started_by_the_run():
+    with pytest.raises(ValueError, match="trainer.lora.enabled is false: there is no adapter"):
+        load_run_config(["sync.lora=adapter", "trainer.lora.enabled=false"])
+    with pytest.raises(ValueError, match="not for rlve.serve servers"):
+        load_run_config(["sync.lora=adapter", "trainer.lora.enabled=true",
+                         "inference.servers=[http://10.0.0.2:8000]"])  # fmt: skip
+    with pytest.raises(ValueError, match="sync.lora must be one of"):
+        load_run_config(["sync.lora=delta"])
+    assert (
+        load_run_config(["sync.lora=adapter", "trainer.lora.enabled=true"]).sync.lora == "adapter"
+    )
+
+
+def test_an_adapter_takes_the_smallest_lora_rank_slot_vllm_offers():
+    from rlve.sync.adapter_push import vllm_max_lora_rank
+
+    assert [vllm_max_lora_rank(r) for r in (1, 2, 8, 12, 16, 500)] == [1, 8, 8, 16, 16, 512]
+    with pytest.raises(ValueError, match="up to 512; use sync.lora=merged"):
+        vllm_max_lora_rank(513)
