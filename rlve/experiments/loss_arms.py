@@ -25,7 +25,7 @@ from statistics import fmean
 from rlve.experiments.curriculum_arms import SETUPS, accuracies, experiment
 from rlve.experiments.experiment import Arm, RunResult, run_experiment
 
-LOSSES = ("cispo", "gspo", "gmpo", "dr_grpo", "grpo", "dapo")
+LOSSES = ("cispo", "gspo", "gmpo", "dr_grpo", "grpo", "dapo", "dppo_tv", "dppo_kl")
 SAME_ROLLOUTS = {"dapo": ("rollout.dynamic_sampling=false", "trainer.tis_cap=null")}
 """per loss, the overrides that keep its rollouts per step and its ratio the other arms'"""
 PAIRED = {
