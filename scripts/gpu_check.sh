@@ -13,9 +13,10 @@
 # (torch.compile, and liger-kernel when installed). With a CUDA build of vLLM
 # (`pip install -e '.[gpu]'`) also a real engine on GPU 0 that takes a push and serves the
 # trainer's log-probs, a two-step run shown one GPU (`trainer.device=auto` puts the trainer
-# beside vLLM, which takes 40% of it), and the worker's GPU memory during a push
-# (bench_push_memory.py); without one those are skipped, each with a line saying so. Under 10
-# minutes on one GPU.
+# beside vLLM, which takes 40% of it), the worker's GPU memory during a push
+# (bench_push_memory.py), and a LoRA adapter pushed alone (test_gpu_vllm.py, against the merged
+# push: bench_adapter_push.py); without one those are skipped, each with a line saying so. Under
+# 10 minutes on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
@@ -30,6 +31,7 @@ PY
 if "$PYTHON" -c "from vllm.platforms import current_platform as p; assert p.is_cuda()" 2>/dev/null
 then
     "$PYTHON" benchmarks/bench_push_memory.py --model tiny --dtype bfloat16
+    "$PYTHON" benchmarks/bench_adapter_push.py --model tiny --dtype bfloat16 --pushes 3
 else
-    echo "skipped: benchmarks/bench_push_memory.py (no CUDA build of vLLM here)"
+    echo "skipped: benchmarks/bench_push_memory.py, bench_adapter_push.py (no CUDA build of vLLM)"
 fi

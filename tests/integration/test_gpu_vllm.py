@@ -60,6 +60,38 @@ def test_a_push_into_vllm_on_the_gpu_serves_the_trainer_s_log_probs(dtype, toler
     assert max(abs(a - b) for a, b in zip(served[1:], mine, strict=True)) < tolerance
 
 
+@pytest.mark.skipif(cuda_vllm() is not None, reason=f"vLLM on CUDA: {cuda_vllm()}")
+def test_an_adapter_pushed_alone_serves_the_trainer_s_log_probs_on_the_gpu():
+    """sync.lora=adapter on a GPU (its CPU twin: test_adapter_push_vllm.py): vLLM's LoRA kernels
+    there are Triton's, not punica's torch ops. float32 bound as above (TF32, kernel order)."""
+    from test_gpu_paths import probe_logprobs
+
+    from rlve.config import InferenceConfig, LoraConfig, TrainerConfig
+    from rlve.inference.vllm_engine import VLLMEngine
+    from rlve.models import resolve_model_path
+    from rlve.sync.adapter_push import write_adapter
+    from rlve.sync.shared_memory import weights_directory
+    from rlve.training.trainer import Trainer
+
+    lora = LoraConfig(enabled=True, rank=8, alpha=16.0)
+    trainer = Trainer(TrainerConfig(model="tiny", device="cuda:0", dtype="float32", lora=lora))
+    with torch.no_grad():  # B starts at zero: give the adapter an effect
+        for name, parameter in trainer.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0.0, 0.05)
+    settings = InferenceConfig(dtype="float32", gpu_memory_utilization=0.3, max_model_len=256,
+                               max_num_seqs=8, enforce_eager=True)  # fmt: skip
+    directory = weights_directory()
+    with VLLMEngine(resolve_model_path("tiny"), trainer.tokenizer, settings, lora_rank=8) as engine:
+        before = engine.prompt_logprobs(PROBE)
+        write_adapter(trainer.model, directory)
+        engine.push_adapter(str(directory), 1)
+        served = engine.prompt_logprobs(PROBE)
+    mine = probe_logprobs(trainer.causal_lm, "cuda:0")
+    assert max(abs(a - b) for a, b in zip(before, served, strict=True)) > 1e-2
+    assert max(abs(a - b) for a, b in zip(served, mine, strict=True)) < 1e-3
+
+
 @pytest.mark.skipif(GPUS < 1, reason="needs a GPU")
 def test_auto_places_the_trainer_by_the_gpus_this_machine_has(monkeypatch):
     from rlve.sync.placement import place_run
