@@ -9,7 +9,8 @@ uncompiled), and the first again with `enforce_eager` (uncompiled, no LoRA: what
 engine's sampling cost is the lost compilation). On each: `pushes` pushes of a trainer's weights
 with a nonzero adapter (merged: every tensor through shared memory; adapter: peft's files
 written and loaded in place), then the rollout throughput of one batch of `requests` seeded
-answers of `tokens` tokens, taken twice (the second counted). Prints seconds and MB a push, sampled tokens/s, and the ratios.
+answers of `tokens` tokens, taken twice (the second counted). Prints seconds and MB a push,
+sampled tokens/s, and the ratios.
 """
 
 from __future__ import annotations
