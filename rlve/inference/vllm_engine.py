@@ -157,7 +157,12 @@ class VLLMEngine:
             with engine_devices(gpus), children_print_to_log() as log_file:
                 return AsyncLLM.from_engine_args(args)
         except Exception as exc:
-            raise EngineStartError(_start_hint(self.model_path, s, exc, log_file)) from exc
+            hint = _start_hint(self.model_path, s, exc, log_file)
+            if self.lora_rank is not None:
+                hint += ("\nThe engine was started with LoRA for sync.lora=adapter; where vLLM "
+                         "has no LoRA support on this device, sync.lora=merged pushes every "
+                         "weight")  # fmt: skip
+            raise EngineStartError(hint) from exc
 
     def _lora_args(self) -> dict[str, Any]:
         if self.lora_rank is None:
