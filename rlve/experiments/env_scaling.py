@@ -33,6 +33,9 @@ them on purpose); `run` only reads there.
 3. **The split**: rlve.curriculum.env_split on the kept pool (every HELD_OUT_EVERY-th of each
    family held out, SPLIT_SEED), written to `split.json` with the collections of COLLECTION_SIZES
    that the pool fills. It is made once, before any training run, and not changed after.
+   With `--start worked`, C1 is the first training environment that a constant answer cannot
+   pass (worked_start.control_first); `split` measures each pool member's best single answer
+   where the screening has none (scaling_pool.mark_constant_answers).
 4. **The arms**: `+experiment=env_scaling` from the starting model, one arm per collection (C1,
    C4, ...), the same steps and rollouts in each; the reward is the verifiers' shaped one or
    binary accuracy (`--reward`). Each run is scored before its first step, after every
@@ -351,9 +354,12 @@ def main(argv: list[str] | None = None) -> None:
         records = read_screening(input_dir(args, "screening.json") / "screening.json")
         if not records:
             parser.error(f"no screening.json in {args.results}: run the screen stage first")
-        if args.start == "worked":
-            from rlve.experiments.worked_start import worked_split
+        if args.start == "worked":  # the control's rule needs each pool member's constant answers
+            from rlve.experiments.scaling_pool import mark_constant_answers
+            from rlve.experiments.worked_start import in_band, worked_split
 
+            pool = sorted(name for name, record in records.items() if in_band(record))
+            mark_constant_answers(records, pool, args.results / "screening.json")
             stored = worked_split(records)
         else:
             stored = make_split(records)[1]

@@ -12,6 +12,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rlve.curriculum.constant_answer import ConstantAnswer, best_single_answer
+
 MODEL = "smollm2-135m"
 FORMAT_ENVS = ("rlve/sorting", "rlve/multiplication")
 """the warm-up's environments: they teach the answer contract and are never candidates"""
@@ -46,6 +48,15 @@ class Screening:
     """the longest screening prompt, in the model's chat format"""
     problem: str | None = None
     """why the environment was not measured (a failing generator, a prompt too long)"""
+    constant_answer: list[ConstantAnswer] | None = None
+    """the best single answer at each level (constant_answers); None: not measured"""
+
+    def __post_init__(self) -> None:  # read back from JSON, the marks are dicts
+        if self.constant_answer is not None:
+            self.constant_answer = [
+                m if isinstance(m, ConstantAnswer) else ConstantAnswer(**m)
+                for m in self.constant_answer
+            ]
 
     @property
     def learnable(self) -> bool:
@@ -101,7 +112,54 @@ def screen_one(name: str, engine, tokenizer) -> Screening:
         ).summary
         accuracy[str(level)] = summary.get("reward/accuracy", 0.0)
         formats[str(level)] = summary.get("reward/format_score", 0.0)
-    return Screening(name, accuracy, formats, longest)
+    return Screening(name, accuracy, formats, longest, constant_answer=constant_answers(name))
+
+
+def constant_answers(name: str) -> list[ConstantAnswer]:
+    """At each of SCREEN_LEVELS, the best single answer over the screened problems: each
+    distinct reference answer of the level is given to every problem by a scripted policy and
+    verified as the model's answers are (an environment whose problems have several right
+    answers, such as `rlve-gym/Circuit`, pays a constant more often than its references repeat).
+    A level without reference answers has no answer to try (`answer` None, `right` 0)."""
+    from rlve.envs import load_environment
+
+    marks = []
+    for level in SCREEN_LEVELS:
+        env = load_environment(name, num_examples=SCREEN_PROBLEMS, seed=SCREEN_SEED,
+                               difficulties=[level])  # fmt: skip
+        references = sorted({env.example(i).answer for i in range(SCREEN_PROBLEMS)} - {""})
+        if not references:
+            marks.append(ConstantAnswer(level, None, 0, SCREEN_PROBLEMS))
+            continue
+        outcomes = {answer: constant_outcomes(env, answer) for answer in references}
+        marks.append(best_single_answer(level, outcomes))
+    return marks
+
+
+def constant_outcomes(env, answer: str) -> list[float]:
+    """The verifier's accuracy of `answer` on each of `env`'s first SCREEN_PROBLEMS problems, as
+    the screening draws them (the same problems, in the order of their example ids)."""
+    from rlve.evaluation import evaluate
+    from rlve.inference.scripted import ScriptedEngine
+
+    engine = ScriptedEngine(lambda messages: f"<answer>{answer}</answer>")
+    groups = evaluate(env, engine, SCREEN_PROBLEMS, seed=SCREEN_SEED).groups
+    return [
+        t.metrics.get("reward/accuracy", 0.0)
+        for group in sorted(groups, key=lambda g: g.example_id)
+        for t in group.trajectories
+    ]
+
+
+def mark_constant_answers(records: dict[str, Screening], names: list[str], path: Path) -> None:
+    """Adds the constant answers of each measured one of `names` that has none (a screening
+    made before they were measured) to `records`, writing them to `path` after each one."""
+    from rlve.rollout.progress import progress_bar
+
+    todo = [n for n in names if records[n].problem is None and records[n].constant_answer is None]
+    for name in progress_bar(iterable=todo, desc="constant answers"):
+        records[name].constant_answer = constant_answers(name)
+        write_screening(path, records)
 
 
 def screen(out: Path, engine, tokenizer, names: list[str]) -> dict[str, Screening]:

@@ -8,7 +8,8 @@ problem comes from an environment that can be held out. The warm-up trains on (p
 verified answer) pairs of every other candidate and of FORMAT_ENVS, at WORKED_LEVELS, drawn
 from WORKED_SEED; a problem whose prompt is one the screening or the evaluation uses is left
 out. Every candidate is then screened with it (`screen --start worked`), and the pool is the
-candidates it is right on in BAND at some level.
+candidates it is right on in BAND at some level. The control, C1, is the first environment of the
+training side that a constant answer cannot pass (rlve.curriculum.constant_answer).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlve.curriculum.constant_answer import CONSTANT_ANSWER_MARGIN, passes
 from rlve.curriculum.env_split import EnvSplit, split_environments
 from rlve.experiments import scaling_pool as scaling
 
@@ -135,17 +137,38 @@ def in_band(record: scaling.Screening) -> bool:
     return record.problem is None and any(low <= a <= high for a in record.accuracy.values())
 
 
+def control_first(training: list[str], records: dict[str, scaling.Screening]) -> list[str]:
+    """`training` with its first environment that passes the constant-answer rule moved to the
+    front, to be C1; the others keep their order, so C4 is the control and the first 3 others,
+    C16 the control and the first 15. ValueError when none passes (an empty `training` stays
+    empty)."""
+    control = next((n for n in training if passes(records[n].constant_answer or [])), None)
+    if training and control is None:
+        unmarked = [n for n in training if records[n].constant_answer is None]
+        raise ValueError(
+            f"none of the {len(training)} training environments passes the constant-answer rule "
+            f"(margin {CONSTANT_ANSWER_MARGIN}); {len(unmarked)} of them have no constant answers "
+            f"measured (scaling_pool.mark_constant_answers)"
+        )
+    return [control, *(n for n in training if n != control)] if training else []
+
+
 def worked_split(records: dict[str, scaling.Screening]) -> dict:
     """What `split.json` stores for this start: the held-out side's and the training side's
-    candidates in BAND, the training side in the rule's order (so C1 is in C4 is in C16)."""
+    candidates in BAND, the training side in the rule's order but for the control first (so C1
+    is in C4 is in C16), and the environments passed over for the control."""
     split = candidate_split()
     held_out = [n for n in split.held_out if n in records and in_band(records[n])]
-    training = [n for n in split.training_order if n in records and in_band(records[n])]
+    in_order = [n for n in split.training_order if n in records and in_band(records[n])]
+    training = control_first(in_order, records)
     sizes = [n for n in scaling.COLLECTION_SIZES if n <= len(training)]
     return {
         "rule": {"seed": scaling.SPLIT_SEED, "every": scaling.HELD_OUT_EVERY,
                  "split_of": "every candidate, before screening", "band": list(BAND),
-                 "screened": len(records), "in_band": len(held_out) + len(training)},
+                 "screened": len(records), "in_band": len(held_out) + len(training),
+                 "control_margin": CONSTANT_ANSWER_MARGIN,
+                 "passed_over_for_control": in_order[: in_order.index(training[0])]
+                 if training else []},
         "warm_up_envs": [*scaling.FORMAT_ENVS, *split.training_order],
         "held_out": held_out,
         "collections": {str(n): training[:n] for n in sizes},

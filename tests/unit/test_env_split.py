@@ -105,6 +105,10 @@ def test_a_wrong_but_well_formed_policy_is_measured_at_each_level_and_not_kept()
     assert record.accuracy == {"0": 0.0, "1": 0.0, "2": 0.0}
     assert record.format == {"0": 1.0, "1": 1.0, "2": 1.0}
     assert not record.learnable
+    # a sorted list answers one problem: the best single answer is right on 1 of 16 a level
+    assert [(m.level, m.right, m.problems) for m in record.constant_answer] == [
+        (0, 1, 16), (1, 1, 16), (2, 1, 16)
+    ]  # fmt: skip
 
 
 def test_each_arm_trains_on_its_collection_and_is_scored_on_the_held_out_list():
