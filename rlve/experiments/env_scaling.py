@@ -7,6 +7,7 @@
     python -m rlve.experiments.env_scaling run --table-only   # table.md and scaling.png of what ran
     python -m rlve.experiments.env_scaling screen --start worked  # the worked-problem start (below)
     python -m rlve.experiments.env_scaling run --start worked --arms C1 C64  # its arms
+    python -m rlve.experiments.env_scaling power --start worked --effect 0.02 --runs DIR  # seeds
 
 Where things go: every stage writes under `--out` (default runs/env_scaling; runs/env_scaling/
 worked with `--start worked`): the starting model, `screening.json`, `split.json`, `power.json`,
@@ -76,8 +77,6 @@ FORMAT_LR = 1e-5
 ID_ENVS = 8
 """in-distribution accuracy is taken on at most this many of the arm's environments"""
 SCORE_EVERY = 4
-PER_CELL_CHOICES = (8, 16, 32, 64)
-"""held-out problems a (environment, level) cell that the power stage weighs"""
 OUT = Path("runs/env_scaling")
 """where every stage writes by default (`--out`)"""
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "results" / "env_scaling"
@@ -238,39 +237,6 @@ def write_paired(results, out: Path) -> None:
     print(f"held-out accuracy, {arms[-1]} against {arms[0]} problem by problem:\n{table}")
 
 
-def print_power(inputs: Path, results: Path, runs: Path, seeds: list[int]) -> None:
-    """The power calculation (rlve.experiments.scaling_power) for the split in `inputs`: from the
-    screening's accuracies, and from the finished runs in `runs` where any kept per-problem
-    outcomes (their first arm against their last, seed by seed); written to
-    `results/power.json`."""
-    from rlve.experiments.experiment import RunResult
-    from rlve.experiments.scaling_power import held_out_chances, paired_variances, power_rows
-    from rlve.rollout.records import write_text_atomically
-
-    stored = json.loads((inputs / "split.json").read_text())
-    accuracy = {r.name: r.accuracy for r in read_screening(inputs / "screening.json").values()}
-    chances = held_out_chances(accuracy, stored["held_out"], EVAL_LEVELS)
-    found = {}
-    arms = [f"C{size}" for size in stored["collections"]]
-    for seed in seeds:
-        pair = [runs / arm / f"seed{seed}" / "result.json" for arm in (arms[0], arms[-1])]
-        if all(path.exists() for path in pair):
-            first, last = (RunResult.load(path).outcomes.get("after", {}) for path in pair)
-            if "held-out accuracy" in first and "held-out accuracy" in last:
-                found[seed] = (first["held-out accuracy"], last["held-out accuracy"])
-    var_run = paired_variances(list(found.values()))[1] if found else 0.0
-    rows = power_rows(chances, PER_CELL_CHOICES, seeds=(3, 5), var_run=var_run)
-    source = f"{arms[0]} against {arms[-1]}, seeds {sorted(found)}" if found else "no runs yet"
-    lines = [f"{len(stored['held_out'])} held-out environments x levels {list(EVAL_LEVELS)}; "
-             f"var_run from {source}: {var_run:.5f}", "",
-             "| problems a cell | held-out problems a seed | seeds | detectable difference |",
-             "|---:|---:|---:|---:|"]  # fmt: skip
-    lines += [f"| {r['per_cell']} | {r['problems']} | {r['seeds']} | {r['detectable']:.3f} |"
-              for r in rows]  # fmt: skip
-    write_text_atomically(results / "power.json", json.dumps(rows, indent=1) + "\n")
-    print("\n".join(lines))
-
-
 def input_dir(args: argparse.Namespace, name: str) -> Path:
     """Where a stage reads `name` (screening.json or split.json): `args.results`, or the committed
     copy (COMMITTED, worked/ for the worked start) when `--results` was not given and
@@ -309,6 +275,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run: only these collections (C1 C64 ...); default: all")  # fmt: skip
     parser.add_argument("--table-only", action="store_true",
                         help="run: train nothing, tabulate and plot the finished runs")  # fmt: skip
+    parser.add_argument("--effect", type=float,
+                        help="power: the seeds each choice of problems a cell needs to detect "
+                        "this held-out difference, from var_d and var_run measured on the "
+                        "finished runs (<results>/power_<effect x 1000>.json)")  # fmt: skip
+    parser.add_argument(
+        "--runs", type=Path, help="power: the finished runs it reads (default <out>/<reward>)"
+    )
     return parser
 
 
@@ -348,8 +321,14 @@ def main(argv: list[str] | None = None) -> None:
             print(f"wrote {bars}")
         return
     if args.stage == "power":
-        inputs = input_dir(args, "split.json")
-        return print_power(inputs, args.results, args.out / args.reward, args.seeds)
+        from rlve.experiments.env_scaling_power import print_power, print_sample_sizes
+
+        inputs, runs = input_dir(args, "split.json"), args.runs or args.out / args.reward
+        if args.effect is not None:
+            if not 0 < args.effect < 1:
+                parser.error(f"--effect must lie in (0, 1), got {args.effect}")
+            return print_sample_sizes(inputs, args.results, runs, args.seeds, args.effect)
+        return print_power(inputs, args.results, runs, args.seeds)
     if args.stage == "split":
         records = read_screening(input_dir(args, "screening.json") / "screening.json")
         if not records:

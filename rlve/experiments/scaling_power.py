@@ -11,7 +11,9 @@ where var_d is the variance of one problem's d within a seed, and var_run the va
 training itself adds to a seed's mean difference (another seed trains another model). Where
 neither arm changes a problem's chance p of being solved, one sample each gives
 var_d = 2 p (1 - p): the screening's accuracies at the held-out levels give it before any run.
-var_run is read from runs that are done (their per-problem outcomes).
+var_run is read from runs that are done (their per-problem outcomes). `sample_sizes` turns it
+around: the seeds a given difference needs, also for the t test over the seeds' means (S - 1
+degrees of freedom) that the results report, which needs more seeds than the normal one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 Z_TWO_SIDED_5 = 1.959964
 """the normal quantile of 0.975"""
@@ -86,4 +89,76 @@ def power_rows(chances: Sequence[float], per_cell: Sequence[int], seeds: Sequenc
             mde = detectable_difference(var_d, problems, s, var_run)
             rows.append({"per_cell": count, "problems": problems, "seeds": s, "var_d": var_d,
                          "var_run": var_run, "detectable": mde})  # fmt: skip
+    return rows
+
+
+POWER = 0.8
+"""the power the sample sizes are chosen for"""
+
+
+def student_t_quantile(p: float, df: int) -> float:
+    """Student's t quantile of `p` with `df` degrees of freedom: the density integrated from 0
+    by Simpson's rule (400 steps), the upper end found by bisection (to 1e-9)."""
+    if not 0.5 <= p < 1 or df < 1:
+        raise ValueError(f"p must lie in [0.5, 1) and df be >= 1, got p={p}, df={df}")
+    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x: float) -> float:
+        steps, h = 400, x / 400
+        f = [scale * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2) for i in range(steps + 1)]
+        return 0.5 + h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        low, high = high, 2 * high
+    while high - low > 1e-9:
+        middle = (low + high) / 2
+        low, high = (middle, high) if cdf(middle) < p else (low, middle)
+    return (low + high) / 2
+
+
+def seeds_needed(effect: float, var_d: float, problems: int, var_run: float,
+                 t_test: bool = True, most: int = 200) -> int:  # fmt: skip
+    """The fewest seeds that detect a true mean difference `effect` with 80% power at 5%
+    (two-sided), each seed's mean difference over `problems` problems having the variance
+    var_d / problems + var_run. With `t_test`, for the t test over the seeds' means (S - 1
+    degrees of freedom) that rlve.experiments.scaling_paired reports: the smallest S >= 2 with
+    (t_0.975 + t_0.8) sqrt(variance / S) <= effect; else for the normal test of the module
+    docstring. ValueError when `most` seeds do not suffice."""
+    if effect <= 0 or problems < 1 or var_d < 0 or var_run < 0:
+        raise ValueError(f"effect must be > 0, problems >= 1 and the variances >= 0, got "
+                         f"{effect}, {problems}, {var_d}, {var_run}")  # fmt: skip
+    variance = var_d / problems + var_run
+    for seeds in range(2 if t_test else 1, most + 1):
+        if t_test:
+            z = student_t_quantile(0.975, seeds - 1) + student_t_quantile(POWER, seeds - 1)
+        else:
+            z = Z_TWO_SIDED_5 + Z_POWER_80
+        if z * math.sqrt(variance / seeds) <= effect:
+            return seeds
+    raise ValueError(f"{most} seeds do not detect {effect} (variance {variance:.6f} a seed)")
+
+
+@dataclass(frozen=True)
+class SampleSize:
+    """The seeds one choice of held-out problems a cell needs to detect a difference."""
+
+    per_cell: int
+    """held-out problems a (environment, level) cell"""
+    problems: int
+    """held-out problems a seed: per_cell x the cells"""
+    seeds: int
+    """seeds for the t test over the seeds' means (what the results report)"""
+    seeds_normal: int
+    """seeds for the normal test (the detectable differences of `power_rows`)"""
+
+
+def sample_sizes(effect: float, var_d: float, var_run: float, cells: int,
+                 per_cell: Sequence[int]) -> list[SampleSize]:  # fmt: skip
+    """For each choice of problems a cell, the seeds that detect `effect` (`seeds_needed`)."""
+    rows = []
+    for count in per_cell:
+        n = count * cells
+        rows.append(SampleSize(count, n, seeds_needed(effect, var_d, n, var_run),
+                               seeds_needed(effect, var_d, n, var_run, t_test=False)))  # fmt: skip
     return rows

@@ -61,3 +61,27 @@ def test_a_named_results_directory_without_a_screening_is_refused(tmp_path, caps
     with pytest.raises(SystemExit):
         env_scaling.main(["split", "--results", str(tmp_path)])
     assert f"no screening.json in {tmp_path}" in capsys.readouterr().err
+
+
+def test_power_with_an_effect_remakes_the_committed_seeds_from_the_committed_runs(tmp_path):
+    # var_d 0.0851 and var_run 0.000214 from the 5 seeds of C1 and C64; at 32 problems a cell
+    # (768 a seed) the normal test needs 2.801585^2 * (0.0851 / 768 + 0.000214) / 0.02^2 = 6.4,
+    # so 7 seeds, and the t test over the seeds' means 9
+    runs = COMMITTED / "worked" / "binary"
+    argv = ["power", "--start", "worked", "--out", str(tmp_path), "--runs", str(runs),
+            "--seeds", "0", "1", "2", "3", "4", "--effect", "0.02"]  # fmt: skip
+    env_scaling.main(argv)
+    written = json.loads((tmp_path / "worked" / "power_0020.json").read_text())
+    assert written == json.loads((COMMITTED / "worked" / "power_0020.json").read_text())
+    assert written["var_d"] == pytest.approx(0.0851, abs=1e-4)
+    assert written["var_run"] == pytest.approx(0.000214, abs=1e-6)
+    at_32 = next(row for row in written["rows"] if row["per_cell"] == 32)
+    assert (at_32["problems"], at_32["seeds_normal"], at_32["seeds"]) == (768, 7, 9)
+
+
+def test_power_with_an_effect_needs_finished_runs_and_an_effect_in_range(tmp_path, capsys):
+    with pytest.raises(ValueError, match="has 0 of seeds"):
+        env_scaling.main(["power", "--start", "worked", "--out", str(tmp_path), "--effect", "0.02"])
+    with pytest.raises(SystemExit):
+        env_scaling.main(["power", "--out", str(tmp_path), "--effect", "1.5"])
+    assert "--effect must lie in (0, 1), got 1.5" in capsys.readouterr().err

@@ -3,12 +3,17 @@ hand."""
 
 import pytest
 
+from rlve.experiments.scaling_paired import T_975
 from rlve.experiments.scaling_power import (
+    SampleSize,
     detectable_difference,
     held_out_chances,
     null_pair_variance,
     paired_variances,
     power_rows,
+    sample_sizes,
+    seeds_needed,
+    student_t_quantile,
 )
 
 
@@ -53,3 +58,34 @@ def test_power_rows_from_the_screening_by_hand():
     assert rows[0]["var_d"] == pytest.approx(0.215) and rows[0]["problems"] == 32
     assert rows[0]["detectable"] == pytest.approx(2.801585 * (0.215 / 32 / 3) ** 0.5, abs=1e-6)
     assert rows[1]["detectable"] == pytest.approx(rows[0]["detectable"] / 2)
+
+
+def test_the_t_quantile_agrees_with_the_printed_table():
+    for df, value in T_975.items():  # scaling_paired's table, three decimals
+        assert student_t_quantile(0.975, df) == pytest.approx(value, abs=5e-4)
+    assert student_t_quantile(0.8, 4) == pytest.approx(0.941, abs=5e-4)
+    assert student_t_quantile(0.975, 10_000) == pytest.approx(1.960, abs=1e-3)  # the normal's
+    assert student_t_quantile(0.5, 3) == pytest.approx(0.0, abs=1e-8)
+    with pytest.raises(ValueError, match="p=0.2, df=3"):
+        student_t_quantile(0.2, 3)
+
+
+def test_seeds_needed_by_hand():
+    # a seed's variance: 0.32 / 128 + 0.001 = 0.0035. Normal: S >= 2.801585^2 * 0.0035 / 0.05^2
+    # = 10.99, so 11 (at 10: 2.801585 * sqrt(0.00035) = 0.0524 > 0.05)
+    assert seeds_needed(0.05, 0.32, 128, 0.001, t_test=False) == 11
+    # t over 13 seeds: (2.1788 + 0.8726) * sqrt(0.0035 / 13) = 0.0501 > 0.05; over 14:
+    # (2.1604 + 0.8702) * sqrt(0.0035 / 14) = 0.0479
+    assert seeds_needed(0.05, 0.32, 128, 0.001) == 14
+    with pytest.raises(ValueError, match="3 seeds do not detect 0.05"):
+        seeds_needed(0.05, 0.32, 128, 0.001, most=3)
+    with pytest.raises(ValueError, match="effect must be > 0"):
+        seeds_needed(0.0, 0.32, 128, 0.001)
+
+
+def test_sample_sizes_count_the_problems_of_every_cell():
+    rows = sample_sizes(0.05, 0.32, 0.001, cells=4, per_cell=[32, 64])
+    # 4 cells x 32 = 128 problems a seed: the case above; twice the problems halve var_d / n
+    assert rows[0] == SampleSize(per_cell=32, problems=128, seeds=14, seeds_normal=11)
+    # normal: 2.801585^2 * (0.32 / 256 + 0.001) / 0.05^2 = 7.06, so 8 seeds
+    assert (rows[1].problems, rows[1].seeds_normal) == (256, 8)
