@@ -2,6 +2,8 @@
 
     python -m rlve.experiments.loss_arms --seeds 0 1 2               # every arm: LOSSES and PAIRED
     python -m rlve.experiments.loss_arms --losses cispo gspo --seeds 0  # some of them
+    python -m rlve.experiments.loss_arms --losses cispo dppo_tv --seeds 0 \
+        --set trainer.mini_batches=4 --tag mb4    # other settings: arms cispo_mb4, dppo_tv_mb4
 
 Every arm is the SmolLM2 curriculum setup's adaptive run (rlve.experiments.curriculum_arms: the same
 warm-up, 40 steps of 8 problems x 8 rollouts on rlve/sorting_fine with the RLVE window, accuracy
@@ -50,11 +52,13 @@ RUN_METRICS = {
 over its last 5)"""
 
 
-def loss_arm(name: str) -> Arm:
-    """The arm `name` of ARMS: a loss of LOSSES, or a pairing of PAIRED."""
+def loss_arm(name: str, extra: tuple[str, ...] = (), tag: str = "") -> Arm:
+    """The arm `name` of ARMS: a loss of LOSSES, or a pairing of PAIRED; `extra` overrides added
+    to it, and its label `name_tag` when it has a `tag`."""
     loss, overrides = PAIRED.get(name, (name, SAME_ROLLOUTS.get(name, ())))
-    return Arm(name, ("+experiment=sorting_fine_adaptive", f"algorithm={loss}", *overrides,
-                      "logging.wandb_mode=disabled"))  # fmt: skip
+    return Arm(f"{name}_{tag}" if tag else name,
+               ("+experiment=sorting_fine_adaptive", f"algorithm={loss}", *overrides,
+                "logging.wandb_mode=disabled", *extra))  # fmt: skip
 
 
 def run_means(rows: list[dict]) -> dict[str, float]:
@@ -103,13 +107,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--losses", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("runs/loss_arms"))
+    parser.add_argument("--set", nargs="+", default=[], metavar="OVERRIDE",
+                        help="overrides added to every arm (needs --tag)")  # fmt: skip
+    parser.add_argument("--tag", default="", help="suffix of the arms' names with --set")
     parser.add_argument("--table-only", action="store_true",
                         help="train nothing: tabulate the runs already finished")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.set and not args.tag.isidentifier():
+        parser.error(f"--set needs a --tag of letters, digits and _ (got {args.tag!r}): the "
+                     "arms' runs must not land in the other arms' folders")  # fmt: skip
     setup = SETUPS["smollm2"]
     setup = replace(setup, dtype=resolve_dtype(setup.dtype, resolve_device(TrainerConfig().device)))
-    runs = replace(experiment(setup), name="losses", arms=[loss_arm(x) for x in args.losses],
-                   from_metrics=run_means)  # fmt: skip
+    arms = [loss_arm(x, tuple(args.set), args.tag) for x in args.losses]
+    runs = replace(experiment(setup), name="losses", arms=arms, from_metrics=run_means)
     results = run_experiment(runs, args.out, args.seeds, table=losses_table,
                              train=not args.table_only)  # fmt: skip
     print(f"\n{setup.env}, {setup.model}, accuracy on {setup.eval_problems} problems per level:\n")

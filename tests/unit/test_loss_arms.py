@@ -61,3 +61,10 @@ def test_the_table_shows_the_levels_some_run_learned_with_the_spread_over_seeds(
         "| 0.60 [0.60-0.60] | 1.40 [1.40-1.40] | - | - | - | 0.50 [0.50-0.50] | 19 [18-20] |"
     )
     assert lines[4] == "| grpo | 1 | 0.40 | 0.20 | 3.00 | 0.60 | 1.40 | - | - | - | 0.50 | 19 |"
+
+
+def test_an_arm_with_extra_overrides_gets_its_own_label_and_folder():
+    arm = loss_arm("dppo_tv", ("trainer.mini_batches=4",), "mb4")
+    assert arm.name == "dppo_tv_mb4"
+    assert arm.overrides[-2:] == ("logging.wandb_mode=disabled", "trainer.mini_batches=4")
+    assert loss_arm("cispo").name == "cispo"
