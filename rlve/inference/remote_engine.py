@@ -49,10 +49,7 @@ class RemoteVLLMEngine:
         self.settings = settings
         self.weight_version = 0
         self.max_seq_len = settings.max_model_len
-        self._gate = VersionGate()
-        self.requests_per_replica = [0] * len(self.urls)
-        """requests sent to each server so far"""
-        self._in_flight = [0] * len(self.urls)
+        self._gate = VersionGate(len(self.urls))
         self._files: SharedMemoryTransport | None = None
         self._broadcaster: WeightBroadcaster | None = None
         self._loop = asyncio.new_event_loop()
@@ -137,6 +134,11 @@ class RemoteVLLMEngine:
 
     # ---- generation ---------------------------------------------------------------------------
 
+    @property
+    def requests_per_replica(self) -> list[int]:
+        """requests sent to each server so far"""
+        return self._gate.requests_per_replica
+
     async def generate(self, request: GenerationRequest) -> Generation:
         if request.prompt_ids is None:
             raise ValueError(
@@ -150,17 +152,10 @@ class RemoteVLLMEngine:
                 "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed,
                 "stop": list(s.stop) or None, "logprobs": 0, "return_token_ids": True,
                 "skip_special_tokens": True, **WHOLE_DISTRIBUTION}  # fmt: skip
-        async with self._gate.request():  # one version for the whole turn
+        async with self._gate.request() as index:  # one version for the whole turn
             version = self.weight_version
-            index = min(range(len(self.urls)), key=lambda i: (self._in_flight[i], i))
-            self._in_flight[index] += 1  # on this engine's loop: no other thread touches them
-            self.requests_per_replica[index] += 1
-            try:
-                answer = await self._post(
-                    index, "/v1/completions", {"model": self._models[index], **body}
-                )
-            finally:
-                self._in_flight[index] -= 1
+            body = {"model": self._models[index], **body}
+            answer = await self._post(index, "/v1/completions", body)
         choice = answer["choices"][0]
         ids = list(choice["token_ids"])
         logprobs = list(choice["logprobs"]["token_logprobs"])

@@ -1,4 +1,5 @@
 """One weights version per request: a push waits for the requests in flight and holds new ones.
+Each request admitted goes to the replica with the fewest in flight.
 
 When rollouts span weight pushes (`rollout.max_staleness`), the trainer pushes while episodes
 are still being played. The gate makes each request (one model turn) run under one version, so
@@ -19,31 +20,38 @@ from collections.abc import AsyncIterator
 
 
 class VersionGate:
-    """Requests pass while no push is under way; a push waits until none is in flight."""
+    """Requests pass while no push is under way, each to the least busy of `replicas`; a push
+    waits until none is in flight."""
 
-    def __init__(self) -> None:
+    def __init__(self, replicas: int = 1) -> None:
         self._open = asyncio.Event()
         self._open.set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._in_flight = 0
+        self.in_flight_per_replica = [0] * replicas
+        self.requests_per_replica = [0] * replicas
+        """requests sent to each replica so far"""
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        return sum(self.in_flight_per_replica)
 
     @contextlib.asynccontextmanager
-    async def request(self) -> AsyncIterator[None]:
-        """Run one request inside: it waits while a push holds the gate."""
+    async def request(self) -> AsyncIterator[int]:
+        """Run one request inside, on the replica it yields (the one with the fewest requests
+        in flight, the first of those): it waits while a push holds the gate."""
         while not self._open.is_set():  # another waiter may have been let in, and closed again
             await self._open.wait()
-        self._in_flight += 1
+        busy = self.in_flight_per_replica
+        replica = min(range(len(busy)), key=lambda i: (busy[i], i))
+        busy[replica] += 1
+        self.requests_per_replica[replica] += 1
         self._idle.clear()
         try:
-            yield
+            yield replica
         finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
+            busy[replica] -= 1
+            if not any(busy):
                 self._idle.set()
 
     async def close(self) -> None:

@@ -85,7 +85,6 @@ class VLLMEngine:
         )
         self.weight_version = 0
         self.max_seq_len = settings.max_model_len
-        self._gate = VersionGate()
         self._files: SharedMemoryTransport | None = None
         self._broadcaster: WeightBroadcaster | None = None
         self._replicas: list = []
@@ -99,9 +98,7 @@ class VLLMEngine:
                                      settings.replicas):  # fmt: skip
                 what = f"starting replica {len(self._replicas)}"
                 self._replicas.append(self._call(self._start(gpus), settings.start_timeout_s, what))
-            self.requests_per_replica = [0] * len(self._replicas)
-            """requests sent to each replica so far"""
-            self._in_flight = [0] * len(self._replicas)
+            self._gate = VersionGate(len(self._replicas))
             self.prompt_tokens = PromptTokenCounts()
             if settings.weight_transport == "shared_memory":
                 self._files = SharedMemoryTransport()
@@ -204,6 +201,11 @@ class VLLMEngine:
 
     # ---- generation ---------------------------------------------------------------------------
 
+    @property
+    def requests_per_replica(self) -> list[int]:
+        """requests sent to each replica so far"""
+        return self._gate.requests_per_replica
+
     async def generate(self, request: GenerationRequest) -> Generation:
         if request.prompt_ids is None:
             raise ValueError("VLLMEngine generates from token ids: the request has no prompt_ids")
@@ -237,20 +239,14 @@ class VLLMEngine:
         )
         final = None
         prompt = {"prompt_token_ids": list(request.prompt_ids)}
-        async with self._gate.request():  # one version for the whole turn
+        async with self._gate.request() as index:  # one version for the whole turn
             version = self.weight_version
-            index = min(range(len(self._replicas)), key=lambda i: (self._in_flight[i], i))
-            self._in_flight[index] += 1  # on the engine's loop: no other thread touches them
-            self.requests_per_replica[index] += 1
-            try:
-                with self._death_explained(index):
-                    llm = self._replicas[index]
-                    request_id = uuid.uuid4().hex
-                    async for output in llm.generate(prompt, params, request_id=request_id,
-                                                     lora_request=self._lora):  # fmt: skip
-                        final = output
-            finally:
-                self._in_flight[index] -= 1
+            with self._death_explained(index):
+                request_id = uuid.uuid4().hex
+                async for output in self._replicas[index].generate(
+                    prompt, params, request_id=request_id, lora_request=self._lora
+                ):
+                    final = output
         self.prompt_tokens.add(len(request.prompt_ids), final.num_cached_tokens or 0)
         sample = final.outputs[0]
         ids = list(sample.token_ids)

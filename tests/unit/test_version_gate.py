@@ -51,3 +51,16 @@ def test_an_open_gate_lets_requests_through_and_an_idle_one_closes_at_once():
         return inside
 
     assert asyncio.run(scenario()) == 2
+
+
+def test_each_request_goes_to_the_replica_with_the_fewest_in_flight():
+    async def scenario() -> tuple[list[int], list[int], list[int]]:
+        gate, chosen = VersionGate(replicas=2), []
+        async with gate.request() as a, gate.request() as b, gate.request() as c:
+            chosen += [a, b, c]  # 0, then 1 (0 is busy), then 0 (a tie: the first)
+            busy = list(gate.in_flight_per_replica)
+        async with gate.request() as d:  # all finished: replica 0 again
+            chosen.append(d)
+        return chosen, busy, gate.requests_per_replica
+
+    assert asyncio.run(scenario()) == ([0, 1, 0, 0], [2, 1], [3, 1])
