@@ -77,6 +77,7 @@ UNSTABLE_RUNS = {
     },
     "recipe_regret15/regret/seed0": {"completion/truncated_frac"},
     "env_scaling/C4/seed0": {"completion/len_mean"},
+    "loss_arms_avx2/cispo_mb4/seed1": {"completion/len_mean"},
     "env_scaling/C4/seed2": {"completion/len_mean"},
     "env_scaling/worked/binary/C64/seed3": {"completion/len_mean"},
     "distill/grid/self_regret": {
