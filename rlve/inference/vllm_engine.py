@@ -18,15 +18,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import getpass
 import logging
 import os
-import tempfile
 import threading
 import time
 import uuid
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from rlve.config import InferenceConfig
@@ -39,6 +36,7 @@ from rlve.inference.engine import (
 )
 from rlve.inference.version_gate import VersionGate
 from rlve.inference.vllm_logs import children_print_to_log
+from rlve.inference.vllm_start_hint import start_hint
 from rlve.inference.vllm_version import check_vllm_version
 from rlve.models.precision import AUTO, auto_dtype, cpu_has_native_bf16
 from rlve.sync.adapter_push import ADAPTER_ID, ADAPTER_NAME, vllm_max_lora_rank
@@ -154,11 +152,7 @@ class VLLMEngine:
             with engine_devices(gpus), children_print_to_log() as log_file:
                 return AsyncLLM.from_engine_args(args)
         except Exception as exc:
-            hint = _start_hint(self.model_path, s, exc, log_file)
-            if self.lora_rank is not None:
-                hint += ("\nThe engine was started with LoRA for sync.lora=adapter; where vLLM "
-                         "has no LoRA support on this device, sync.lora=merged pushes every "
-                         "weight")  # fmt: skip
+            hint = start_hint(self.model_path, s, exc, log_file, lora=self.lora_rank is not None)
             raise EngineStartError(hint) from exc
 
     def _lora_args(self) -> dict[str, Any]:
@@ -396,36 +390,3 @@ async def _cancel_pending_tasks() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-START_LOG_LINES = 15
-"""lines of vllm.log that a failed start shows"""
-
-
-def _start_hint(
-    model_path: str, settings: InferenceConfig, exc: Exception, log_file: Path | None = None
-) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if not os.path.exists(model_path) and "/" not in model_path.strip("/"):
-        advice = f"model {model_path!r} is neither a local directory nor a hub id"
-    elif not os.path.exists(model_path) and model_path.startswith(("/", ".", "~")):
-        advice = f"model path {model_path!r} does not exist ('tiny' is the built-in default)"
-    elif "memory" in text.lower() or "kv cache" in text.lower():
-        advice = (
-            "too little memory for weights + KV cache: lower max_model_len or max_num_seqs, or "
-            f"raise cpu_kv_cache_gib (now {settings.cpu_kv_cache_gib}) / gpu_memory_utilization "
-            f"(now {settings.gpu_memory_utilization})"
-        )
-    else:
-        cache = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
-        where = f"the end of {log_file}" if log_file is not None else "the error above"
-        advice = (
-            f"see {where}; if it is a C++ compile error of torch's inductor ('at::vec' has "
-            "not been declared), a process killed while vLLM compiled left a broken cache: "
-            f"delete {cache} and start again"
-        )
-    tail = ""
-    if log_file is not None and log_file.exists():
-        lines = log_file.read_text(errors="replace").splitlines()[-START_LOG_LINES:]
-        tail = f"\nThe last lines of {log_file}:\n" + "\n".join(lines)
-    return f"vLLM failed to start for {model_path!r}: {advice}. ({text}){tail}"
