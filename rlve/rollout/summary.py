@@ -121,7 +121,8 @@ def staleness(groups: Sequence[RolloutGroup], version: int, max_staleness: int) 
     for j in range(max_staleness + 1):
         metrics[f"async/staleness_{j}"] = _mean([float(lag == j) for lag in lags])
     metrics["async/staleness_over"] = _mean([float(lag > max_staleness) for lag in lags])
-    metrics["async/dropped_rollouts"] = float(sum(
-        len(g.trajectories) for g in groups
-        if any(version - t.weight_version > max_staleness for t in g.trajectories)))  # fmt: skip
+    kept, _ = within_lag(groups, version, max_staleness)
+    metrics["async/dropped_rollouts"] = float(
+        len(rollouts) - sum(len(g.trajectories) for g in kept)
+    )
     return metrics
