@@ -7,11 +7,12 @@ its `--prompt` tokens after them, and each ends in its own `--completion` tokens
 segment sliced its queries, and its ancestors' keys and values, out of the [1, H, N, D] tensors;
 the backward of every slice writes a zero-filled [1, H, N, D] gradient and adds it to the others,
 so its cost grows with segments x nodes. Now: one split and one index_select. The gradients
-match up to the order of float sums, which is printed. Third, a candidate for one call per
-layer (issue 70): every segment padded to the longest, queries [S, H, max own, D] against keys
-[S, H_kv, max read, D] with a boolean mask, one sdpa call; it computes the padding too (the
-"padded area" printed). FlexAttention, the issue's first candidate, has no backward on the CPU in
-torch 2.13 ("FlexAttention does not support backward on CPU"), so it is not timed here.
+match up to the order of float sums, which is printed. Then the calls batched
+(rlve.training.tree_buckets): segments of like shapes in buckets, one masked sdpa call each,
+at each `--max-padding` given (`inf`: every segment in one call, padded to the longest); the
+padded area each computes is printed beside its time. FlexAttention, the issue's first
+candidate, has no backward on the CPU in torch 2.13 ("FlexAttention does not support backward
+on CPU"), so it is not timed here.
 
     python benchmarks/bench_tree_attention.py                       # SmolLM2-135M's heads, CPU
     python benchmarks/bench_tree_attention.py --groups 8 --group-size 8 --heads 16 --kv-heads 8 \\
@@ -28,7 +29,9 @@ import torch
 import torch.nn.functional as F
 
 from rlve.algorithms.prefix_tree import build_prefix_tree
+from rlve.training.peak import measured_cpu_tflops
 from rlve.training.tree_attention import after_prefix_mask, tree_sdpa
+from rlve.training.tree_buckets import bucketed_tree_sdpa, plan_buckets, segment_shapes
 from rlve.types import PrefixTree
 
 
@@ -55,36 +58,6 @@ def sliced_tree_sdpa(query, key, value, tree: PrefixTree, scaling=None):
             )
         )
     return torch.cat(parts, dim=2)
-
-
-def padded_tree_sdpa(query, key, value, tree: PrefixTree, scaling=None):
-    """One sdpa call over every segment padded to the longest (own queries and read keys)."""
-    own = [end - start for start, end in (segment.nodes for segment in tree.segments)]
-    reads = [o + sum(e - s for s, e in segment.ancestors)
-             for o, segment in zip(own, tree.segments, strict=True)]  # fmt: skip
-    count, most_own, most_read, nodes = len(own), max(own), max(reads), query.shape[2]
-    query_index = torch.full((count, most_own), nodes, dtype=torch.long)
-    key_index = torch.full((count, most_read), nodes, dtype=torch.long)
-    mask = torch.zeros(count, 1, most_own, most_read, dtype=torch.bool)
-    read_index = tree.key_index.cpu().split(reads)
-    for i, (segment, o, r) in enumerate(zip(tree.segments, own, reads, strict=True)):
-        query_index[i, :o] = torch.arange(*segment.nodes)
-        key_index[i, :r] = read_index[i]
-        mask[i, 0, :o, :r] = after_prefix_mask(o, r - o, torch.device("cpu"))
-        mask[i, 0, o:, 0] = True  # a padded query reads one key: no NaN
-    device = query.device
-
-    def gathered(x, index):  # [1, h, N, D] -> [S, h, len, D], index N reads a zero row
-        padded = torch.cat([x, x.new_zeros(1, x.shape[1], 1, x.shape[3])], dim=2)[0]
-        return padded[:, index.to(device)].transpose(0, 1)
-
-    out = F.scaled_dot_product_attention(
-        gathered(query, query_index), gathered(key, key_index), gathered(value, key_index),
-        attn_mask=mask.to(device), scale=scaling, enable_gqa=query.shape[1] != key.shape[1],
-    )  # fmt: skip
-    real = torch.cat([torch.arange(i * most_own, i * most_own + o) for i, o in enumerate(own)])
-    flat = out.transpose(0, 1).reshape(query.shape[1], count * most_own, query.shape[3])
-    return flat[:, real.to(device)].unsqueeze(0)
 
 
 def recipe_tree(args: argparse.Namespace) -> PrefixTree:
@@ -129,6 +102,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max-padding", type=float, nargs="+", default=[1.25, 2.0, float("inf")],
+                        help="buckets' padding bounds to time (inf: one call)")  # fmt: skip
     args = parser.parse_args()
 
     tree = recipe_tree(args).to(args.device)
@@ -154,20 +129,31 @@ def main() -> None:
         float((a - b).abs().max() / a.abs().max())
         for a, b in zip(before_grads, now_grads, strict=True)
     )
-    padded_s, padded_grads = timed(padded_tree_sdpa, inputs, tree, args.device, args.repeats)
-    padded_drift = max(float((a - b).abs().max() / a.abs().max())
-                       for a, b in zip(now_grads, padded_grads, strict=True))  # fmt: skip
-    own = [end - start for start, end in (segment.nodes for segment in tree.segments)]
-    reads = [o + sum(e - s for s, e in segment.ancestors)
-             for o, segment in zip(own, tree.segments, strict=True)]  # fmt: skip
-    area = len(own) * max(own) * max(reads) / sum(o * r for o, r in zip(own, reads, strict=True))
     print(f"slice per segment (before): {before_s * 1000:8.1f} ms forward + backward")
-    print(f"split + index_select (now): {now_s * 1000:8.1f} ms forward + backward")
-    print(f"one padded call:            {padded_s * 1000:8.1f} ms forward + backward "
-          f"(padded area {area:.2f}x the real one)")  # fmt: skip
+    print(f"split + index_select (now): {now_s * 1000:8.1f} ms forward + backward, "
+          f"{len(tree.segments)} calls")  # fmt: skip
     print(f"speed-up {before_s / now_s:.2f}x; gradients differ by {drift:.1e} of the largest")
-    print(f"one padded call against now: {now_s / padded_s:.2f}x; gradients differ by "
-          f"{padded_drift:.1e} of the largest")  # fmt: skip
+    own, reads = segment_shapes(tree)
+    real = sum(o * r for o, r in zip(own, reads, strict=True))
+    # 7 products of [queries x keys] by the head size, 2 forward and 5 backward (flash recomputes
+    # the scores), over each segment's whole rectangle, masked part included
+    flops = 14 * real * args.head_dim * args.heads
+    line = f"the per-segment calls run at {flops / now_s / 1e12:.3f} TFLOP/s"
+    if args.device == "cpu":
+        float32, bf16 = (measured_cpu_tflops(d, torch.get_num_threads())
+                         for d in ("float32", "bfloat16"))  # fmt: skip
+        line += f"; a 1,024^3 product: {float32:.3f} float32, {bf16:.3f} bf16 (rlve.training.peak)"
+    print(line)
+    for max_padding in args.max_padding:
+        plan = plan_buckets(tree, max_padding).to(args.device)
+        area = sum(b.mask[:, 0].numel() for b in plan.buckets) / real
+        bucketed_s, grads = timed(lambda q, k, v, t, p=plan: bucketed_tree_sdpa(q, k, v, p, None),
+                                  inputs, tree, args.device, args.repeats)  # fmt: skip
+        bucket_drift = max(float((a - b).abs().max() / a.abs().max())
+                           for a, b in zip(now_grads, grads, strict=True))  # fmt: skip
+        print(f"buckets, max padding {max_padding:>4}: {bucketed_s * 1000:8.1f} ms, "
+              f"{len(plan.buckets)} calls, padded area {area:.2f}x; {now_s / bucketed_s:.2f}x the "
+              f"per-segment calls; gradients differ by {bucket_drift:.1e}")  # fmt: skip
 
 
 if __name__ == "__main__":

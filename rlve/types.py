@@ -197,6 +197,43 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class Bucket:
+    """Segments of a `PrefixTree` batched into one sdpa call (rlve.training.tree_buckets): S of
+    them, padded to Q queries and K keys."""
+
+    query_index: Tensor
+    """[S, Q] long: the node of each query row (0 in padding)"""
+    key_index: Tensor
+    """[S, K] long: the node of each key column, ancestors then own nodes (0 in padding)"""
+    mask: Tensor
+    """[S, 1, Q, K] bool: which keys each query row sees"""
+    real_rows: Tensor
+    """[R] long: the flat rows (s * Q + i) that hold a real query, in node order within a
+    segment, segment after segment"""
+
+
+@dataclass(frozen=True)
+class TreeBuckets:
+    """Every segment of a tree in some bucket; `node_order` puts the outputs back in node order."""
+
+    buckets: tuple[Bucket, ...]
+    node_order: Tensor
+    """[N] long: for node n, its row in the buckets' real rows written one after another"""
+
+    def to(self, device: Any) -> TreeBuckets:
+        moved = tuple(
+            Bucket(
+                b.query_index.to(device),
+                b.key_index.to(device),
+                b.mask.to(device),
+                b.real_rows.to(device),
+            )
+            for b in self.buckets
+        )
+        return TreeBuckets(moved, self.node_order.to(device))
+
+
+@dataclass(frozen=True)
 class PrefixTree:
     """One decoder pass over the distinct prefixes of a packed micro-batch's sequences
     (rlve.algorithms.prefix_tree builds it): a row of N nodes, each a token that begins alike
@@ -214,6 +251,9 @@ class PrefixTree:
     key_index: Tensor
     """[K] long: the nodes each segment's attention reads, segment after segment, its ancestors'
     runs then its own nodes (K is the sum of their lengths)"""
+    buckets: TreeBuckets | None = None
+    """the segments batched into a few attention calls (rlve.training.tree_buckets); None: one
+    call per segment"""
 
     @property
     def num_nodes(self) -> int:
@@ -226,6 +266,7 @@ class PrefixTree:
             node_index=self.node_index.to(device),
             segments=self.segments,
             key_index=self.key_index.to(device),
+            buckets=None if self.buckets is None else self.buckets.to(device),
         )
 
 

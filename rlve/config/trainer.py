@@ -17,6 +17,8 @@ TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_token
                   "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
 FUSED_KERNELS = ("none", "compile", "liger")
 """the values of TrainerConfig.fused_kernels (rlve/training/fused.py)"""
+TREE_ATTENTIONS = ("auto", "segments", "buckets")
+"""the values of TrainerConfig.tree_attention"""
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -125,6 +127,11 @@ class TrainerConfig:
     sequences once (a group's prompt, the system prompt, repeated first turns), through a prefix
     tree of up to max_tokens_per_microbatch nodes; same log-probs and gradients up to float
     rounding. Ignored where the attention cannot read a tree (padded rows, flash, eager)"""
+    tree_attention: str = "auto"
+    """how a prefix tree's attention calls sdpa: "segments" (once per segment), "buckets"
+    (segments of like shapes batched, a few masked calls a layer: rlve.training.tree_buckets)
+    or "auto" (segments on the CPU, where buckets were no faster; buckets on a GPU, where each
+    call is a kernel launch). Same outputs up to float rounding"""
     logprob_chunk_tokens: int = 1024
     """tokens per chunk of the vocabulary projection, so [tokens, vocab] logits never exist at
     once for the whole micro-batch; >= 1"""
@@ -209,6 +216,7 @@ class TrainerConfig:
 
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("packing", self.packing, PACKINGS)
+        require_choice("trainer.tree_attention", self.tree_attention, TREE_ATTENTIONS)
         require_choice("trainer.fused_kernels", self.fused_kernels, FUSED_KERNELS)
         require_choice("credit", self.credit, CREDITS)
         require_choice("trainer.advantage", self.advantage, ADVANTAGES)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlve.training.tree_buckets import bucketed_tree_sdpa
 from rlve.types import PrefixTree
 
 
@@ -33,7 +34,10 @@ def tree_sdpa(
     dropout: float = 0.0,
 ) -> Tensor:
     """query [1, H, N, D], key and value [1, H_kv, N, D] over the tree's N nodes ->
-    [1, H, N, D], each segment attending as described in the module docstring."""
+    [1, H, N, D], each segment attending as described in the module docstring; a tree with
+    `buckets` is attended in one call per bucket instead (rlve.training.tree_buckets)."""
+    if tree.buckets is not None:
+        return bucketed_tree_sdpa(query, key, value, tree.buckets, scaling, dropout)
     gqa = query.shape[1] != key.shape[1]
     own_sizes = [end - start for start, end in (segment.nodes for segment in tree.segments)]
     read_sizes = [

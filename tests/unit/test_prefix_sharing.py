@@ -20,6 +20,7 @@ from rlve.training.logprobs import TokenScorer
 from rlve.training.rank_batch import batch_on, build_rank_batch, moves_the_loss
 from rlve.training.sequence_attention import SEQUENCE_SDPA
 from rlve.training.tree_attention import after_prefix_mask
+from rlve.training.tree_buckets import with_buckets
 from rlve.types import Segment
 from tests.unit.test_packed_parity import fp32_tolerances
 
@@ -101,14 +102,16 @@ def tiny(tiny_path):
     return model
 
 
-def run(model, sequences, share, loss, max_tokens=2048, autocast=False):
-    """One accumulated step on the model's device (under bf16 autocast with `autocast`):
+def run(model, sequences, share, loss, max_tokens=2048, autocast=False, attention="segments"):
+    """One accumulated step on the model's device (under bf16 autocast with `autocast`; the
+    tree's attention as TrainerConfig.tree_attention=`attention` gives it):
     {sequence: (logp, entropy) of its trained tokens}, the summed loss, the gradient of every
     parameter, and the positions forwarded."""
     scorer = TokenScorer(model, autocast_bf16=autocast)
     batch = build_train_batch(sequences, max_tokens=max_tokens, pad_token_id=0, packing="packed",
                               single_row=True, share_prefixes=share)  # fmt: skip
-    batch = batch_on(batch, next(model.parameters()).device)
+    device = next(model.parameters()).device
+    batch = batch_on(with_buckets(batch, attention, device), device)
     model.zero_grad(set_to_none=True)
     per_sequence, total = {}, 0.0
     for micro in batch.micro_batches:
@@ -131,15 +134,17 @@ def run(model, sequences, share, loss, max_tokens=2048, autocast=False):
     return per_sequence, total, grads, batch.forward_tokens
 
 
+@pytest.mark.parametrize("attention", ["segments", "buckets"])
 @pytest.mark.parametrize("loss", ["cispo", "grpo"])
 @pytest.mark.parametrize("max_tokens", [2048, 300])
 def test_a_shared_prefix_gives_the_separate_sequences_logprobs_loss_and_gradients(
-    tiny_path, loss, max_tokens
+    tiny_path, loss, max_tokens, attention
 ):
     model = tiny(tiny_path)
     sequences = grouped_sequences()
     apart, loss_apart, grads_apart, forwarded_apart = run(model, sequences, False, loss)
-    shared, loss_shared, grads_shared, forwarded = run(model, sequences, True, loss, max_tokens)
+    shared, loss_shared, grads_shared, forwarded = run(model, sequences, True, loss, max_tokens,
+                                                       attention=attention)  # fmt: skip
     value_tol, grad_tol = fp32_tolerances(model.config)
     assert sorted(shared) == sorted(apart) == list(range(len(sequences)))
     for index, (logp, entropy) in apart.items():
