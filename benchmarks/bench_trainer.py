@@ -189,8 +189,8 @@ def run_case(args: argparse.Namespace) -> dict:
         "step_s": round(train_s / len(steps), 2),
         "train_tokens_per_s": round(tokens / train_s, 1),
         "train_tflops": round(tflops, 4),
-        "peak_tflops": trainer.peak_tflops and round(trainer.peak_tflops, 4),
-        "mfu": trainer.peak_tflops and round(tflops / trainer.peak_tflops, 3),
+        "peak_tflops": trainer.peak.tflops and round(trainer.peak.tflops, 4),
+        "mfu": trainer.peak.tflops and round(tflops / trainer.peak.tflops, 3),
         **{k: round(v) for k, v in peak_memory_mib(args.device).items()},
     }
 

@@ -59,7 +59,7 @@ def main() -> None:
                     "train_tflops": round(
                         statistics.mean(m["perf/train_tflops"] for m in steps), 4
                     ),
-                    "peak_tflops": round(trainer.peak_tflops or 0, 4),
+                    "peak_tflops": round(trainer.peak.tflops or 0, 4),
                     "mfu": round(statistics.mean(m.get("perf/mfu", 0) for m in steps), 3),
                 }
             ),

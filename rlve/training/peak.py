@@ -1,15 +1,19 @@
 """The device's peak FLOP/s in the run's dtype: the denominator of perf/mfu.
 
 A GPU's comes from its name (GPU_BF16_PEAK_TFLOPS, the vendor's dense bf16 figure); a CPU's is
-measured once per process by a short matrix product in the run's dtype on the trainer's threads
+measured by a short matrix product in the run's dtype on the trainer's threads
 (`measured_cpu_tflops`): what this CPU reaches on a square product, a practical peak rather than
 the datasheet's, so a CPU's MFU says how far the step is from what its matrix products can do.
+A measurement that shares the cores (vLLM starting beside the trainer, a compile, another run)
+reads low and would inflate the MFU, so a CPU's peak is measured CPU_MEASUREMENTS times, at start
+and after each of the first train steps, and the fastest counts; `Peak` says where it came from.
 """
 
 from __future__ import annotations
 
-import functools
+import logging
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -34,10 +38,15 @@ def gpu_peak_tflops(name: str, dtype: str) -> float | None:
     return next((peak for part, peak in GPU_BF16_PEAK_TFLOPS if part in name), None)
 
 
-@functools.cache
+logger = logging.getLogger(__name__)
+
+CPU_MEASUREMENTS = 4
+"""times a CPU's peak is measured: at start and after each of the first 3 train steps"""
+
+
 def measured_cpu_tflops(dtype: str, threads: int, size: int = 1024, repeats: int = 8) -> float:
     """TFLOP/s of the fastest of `repeats` [size, size] x [size, size] products in `dtype` on
-    `threads` torch threads (about 0.1-0.5 s on two cores); cached per process."""
+    `threads` torch threads (about 0.1-0.5 s on two cores)."""
     torch_dtype = getattr(torch, dtype)
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(size, size, generator=generator).to(torch_dtype)
@@ -56,10 +65,47 @@ def measured_cpu_tflops(dtype: str, threads: int, size: int = 1024, repeats: int
     return 2 * size**3 / fastest / 1e12
 
 
-def peak_tflops(device: torch.device, dtype: str) -> float | None:
-    """The peak perf/mfu divides by on `device` computing in `dtype` (module docstring)."""
-    if device.type == "cuda":
-        return gpu_peak_tflops(torch.cuda.get_device_name(device), dtype)
-    if device.type == "cpu":
-        return measured_cpu_tflops(dtype, torch.get_num_threads())
-    return None
+@dataclass
+class Peak:
+    """The TFLOP/s perf/mfu divides by, and where they came from."""
+
+    tflops: float | None
+    """None: unknown (no perf/mfu)"""
+    source: str
+    """"given" (trainer.peak_tflops), "datasheet" (a GPU's) or "measured" (a CPU's)"""
+    dtype: str
+    threads: int = 0
+    """torch threads a measured peak ran on (0: not measured)"""
+    measurements_left: int = 0
+
+    def read(self) -> float | None:
+        """The peak, measured once more first while measurements are left (the fastest counts)."""
+        if self.measurements_left > 0:
+            self.measurements_left -= 1
+            self.tflops = max(self.tflops or 0.0, measured_cpu_tflops(self.dtype, self.threads))
+        return self.tflops
+
+    def __str__(self) -> str:
+        if self.tflops is None:
+            return f"no known {self.dtype} peak (set trainer.peak_tflops): no perf/mfu"
+        if self.source == "measured":
+            return (f"{self.tflops:.3f} TFLOP/s, the fastest {self.dtype} 1,024^3 product on "
+                    f"{self.threads} threads so far ({CPU_MEASUREMENTS} measurements, at start "
+                    "and after each of the first train steps)")  # fmt: skip
+        return f"{self.tflops:.1f} TFLOP/s in {self.dtype}, {self.source}"
+
+
+def run_peak(device: torch.device, dtype: str, given: float | None = None) -> Peak:
+    """The peak perf/mfu divides by on `device` computing in `dtype` (module docstring); `given`
+    (trainer.peak_tflops) wins, 0 meaning none."""
+    if given is not None:
+        peak = Peak(given or None, "given", dtype)
+    elif device.type == "cuda":
+        peak = Peak(gpu_peak_tflops(torch.cuda.get_device_name(device), dtype), "datasheet", dtype)
+    elif device.type == "cpu":
+        peak = Peak(None, "measured", dtype, torch.get_num_threads(), CPU_MEASUREMENTS)
+        peak.read()
+    else:
+        peak = Peak(None, "unknown", dtype)
+    logger.info("perf/mfu divides by %s", peak)
+    return peak

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from rlve.algorithms import LossStats
 from rlve.algorithms.packed_rows import padded_fraction
+from rlve.training.peak import Peak
 from rlve.types import TrainBatch
 
 Update = tuple[dict[str, float], LossStats | None]
@@ -59,13 +60,15 @@ def step_metrics(
 
 def with_perf(
     metrics: dict[str, float], batches: Sequence[TrainBatch], started: float, passes: int,
-    flops: float | None, peak_tflops: float | None,
+    flops: float | None, peak: Peak | None,
 ) -> dict[str, float]:  # fmt: skip
     """`metrics` plus perf/train_s (since `started`, a perf_counter time), the tokens per
     second of `passes` forward/backward passes over `batches` (padding excluded),
     perf/padded_frac, the share of their forward positions that were padding, and the step's
     `flops` (rlve.training.flops) as perf/train_flops, perf/train_tflops (achieved) and, with a
-    known peak, perf/mfu (achieved / peak); none of the three without a count (None)."""
+    known peak, perf/mfu (achieved / peak), perf/peak_tflops and perf/peak_threads (0: not
+    measured); none of them without a count (None). The peak is read after the step's time is
+    taken: a read may measure it again (rlve.training.peak)."""
     elapsed = time.perf_counter() - started
     micros = [m for b in batches for m in b.micro_batches]
     unshared = sum(int(m.attention_mask.sum()) for m in micros)
@@ -73,9 +76,10 @@ def with_perf(
     if flops is not None:
         achieved = flops / elapsed / 1e12
         metrics = {**metrics, "perf/train_flops": flops, "perf/train_tflops": achieved}
-        if peak_tflops:
+        if peak is not None and (peak_tflops := peak.read()):
             metrics["perf/mfu"] = achieved / peak_tflops
             metrics["perf/peak_tflops"] = peak_tflops
+            metrics["perf/peak_threads"] = float(peak.threads)
     return {**metrics, "perf/train_s": elapsed, "perf/train_tokens_per_s": tokens / elapsed,
             "perf/padded_frac": padded_fraction(micros),
             # one pass: positions the decoder ran on; the sequences' tokens it would have run on

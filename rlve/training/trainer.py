@@ -42,7 +42,7 @@ from rlve.training.guarded_optimizer import GuardedOptimizer
 from rlve.training.logprobs import TokenScorer
 from rlve.training.micro_loss import micro_batch_loss
 from rlve.training.packed_attention import check_packable, separates_sequences, shares_prefixes
-from rlve.training.peak import peak_tflops
+from rlve.training.peak import run_peak
 from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
@@ -96,9 +96,8 @@ class Trainer:
             self.shape: ModelShape | None = ModelShape.of(model_config)
         except AttributeError:  # a config without Llama-style fields: no FLOP count, no MFU
             self.shape = None
-        peak = config.peak_tflops
-        self.peak_tflops = peak_tflops(self.device, config.dtype) if peak is None else peak or None
-        """the denominator of perf/mfu (rlve.training.peak); None: unknown"""
+        self.peak = run_peak(self.device, config.dtype, config.peak_tflops)
+        """the denominator of perf/mfu (rlve.training.peak)"""
 
         self.teacher: Teacher | None = None
         """scores the sampled tokens for on-policy distillation (trainer.distill)"""
@@ -195,7 +194,7 @@ class Trainer:
         no_grad_passes += int(config.kl_beta > 0) + int(self.teacher is not None)
         flops = self.shape and step_flops(self.shape, micros, config.num_iterations,
                                           no_grad_passes)  # fmt: skip
-        return with_perf(metrics, batches, started, config.num_iterations, flops, self.peak_tflops)
+        return with_perf(metrics, batches, started, config.num_iterations, flops, self.peak)
 
     def _policy_update(self, batch: TrainBatch) -> Update:
         """One optimizer step on `batch` (accumulated over its micro-batches)."""
@@ -268,7 +267,7 @@ class Trainer:
             "train/skipped_steps": float(self.skipped_steps),
         }
         flops = self.shape and step_flops(self.shape, batch.micro_batches, trained_passes=1)
-        return with_perf(metrics, [batch], started, 1, flops, self.peak_tflops)
+        return with_perf(metrics, [batch], started, 1, flops, self.peak)
 
     # -----------------------------------------------------------------------------------------
     # Shared pieces

@@ -7,12 +7,13 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import rlve.training.peak as peak_module
 from rlve.algorithms.packing import build_train_batch
 from rlve.algorithms.train_sequences import TrainSequence
 from rlve.models import load_causal_lm
 from rlve.training.flops import ModelShape, forward_flops, forwarded_positions
 from rlve.training.logprobs import sequence_logprobs
-from rlve.training.peak import gpu_peak_tflops, measured_cpu_tflops
+from rlve.training.peak import Peak, gpu_peak_tflops, measured_cpu_tflops, run_peak
 from rlve.training.step_metrics import with_perf
 
 TINY = ModelShape(hidden=128, intermediate=512, layers=4, heads=4, kv_heads=2, head_dim=32,
@@ -60,12 +61,16 @@ def test_forwarded_positions_of_a_tree_padded_rows_and_packed_rows():
 def test_perf_metrics_divide_the_flops_by_the_time_and_the_peak():
     batch = build_train_batch([TrainSequence([1, 2, 3], [0, 1, 1])], max_tokens=100, pad_token_id=0)
     started = time.perf_counter() - 2.0
-    metrics = with_perf({}, [batch], started, 1, flops=4e12, peak_tflops=8.0)
+    given = Peak(8.0, "given", "float32")
+    metrics = with_perf({}, [batch], started, 1, flops=4e12, peak=given)
     assert metrics["perf/train_flops"] == 4e12
     assert metrics["perf/train_tflops"] == pytest.approx(4 / metrics["perf/train_s"])
     assert metrics["perf/mfu"] == pytest.approx(metrics["perf/train_tflops"] / 8.0)
-    assert "perf/mfu" not in with_perf({}, [batch], started, 1, flops=4e12, peak_tflops=None)
-    uncounted = with_perf({}, [batch], started, 1, flops=None, peak_tflops=8.0)  # no shape
+    assert metrics["perf/peak_threads"] == 0  # not measured
+    assert "perf/mfu" not in with_perf({}, [batch], started, 1, flops=4e12, peak=None)
+    unknown = Peak(None, "datasheet", "float32")  # a GPU the table does not know
+    assert "perf/mfu" not in with_perf({}, [batch], started, 1, flops=4e12, peak=unknown)
+    uncounted = with_perf({}, [batch], started, 1, flops=None, peak=given)  # no shape
     assert "perf/train_flops" not in uncounted and "perf/mfu" not in uncounted
 
 
@@ -81,7 +86,43 @@ def test_a_gpus_peak_comes_from_its_name_in_bf16_only(name, dtype, peak):
     assert gpu_peak_tflops(name, dtype) == peak
 
 
-def test_the_cpu_calibration_is_a_positive_rate_measured_once():
+def test_the_cpu_calibration_is_a_positive_rate():
     first = measured_cpu_tflops("float32", 1, size=256, repeats=2)
     assert 0 < first < 100  # two cores reach about 0.1-0.5 TFLOP/s; no CPU core reaches 100
-    assert measured_cpu_tflops("float32", 1, size=256, repeats=2) == first  # cached
+
+
+def test_a_cpus_peak_is_the_fastest_of_its_measurements_then_stays(monkeypatch):
+    # a measurement that shared the cores reads low: the fastest of CPU_MEASUREMENTS counts
+    readings = iter([0.10, 0.30, 0.20, 0.25, 9.0])
+    monkeypatch.setattr(peak_module, "measured_cpu_tflops", lambda dtype, threads: next(readings))
+    peak = run_peak(torch.device("cpu"), "float32")
+    assert (peak.source, peak.threads, peak.tflops) == ("measured", torch.get_num_threads(), 0.10)
+    assert [peak.read() for _ in range(5)] == [0.30, 0.30, 0.30, 0.30, 0.30]  # 4 in all
+    assert "0.300 TFLOP/s, the fastest float32 1,024^3 product" in str(peak)
+    given = run_peak(torch.device("cpu"), "float32", given=2.5)
+    assert (given.source, given.read(), given.threads) == ("given", 2.5, 0)
+    assert run_peak(torch.device("cpu"), "float32", given=0.0).read() is None  # 0: no perf/mfu
+
+
+def test_a_steps_time_leaves_out_the_peaks_measurement(monkeypatch):
+    # the peak is measured again after the first steps: after their time is taken, not in it
+    def slow_measurement(dtype, threads):
+        time.sleep(0.5)
+        return 1.0
+
+    monkeypatch.setattr(peak_module, "measured_cpu_tflops", slow_measurement)
+    from rlve.config import TrainerConfig
+    from rlve.training.trainer import Trainer
+    from rlve.types import RolloutGroup, Trajectory
+
+    games = [
+        Trajectory(prompt=[], completion=[], token_ids=[5, 6, 7, 8 + i], loss_mask=[0, 0, 1, 1],
+                   reward=float(i == 0))
+        for i in range(4)
+    ]  # fmt: skip
+    trainer = Trainer(TrainerConfig(dtype="float32"))
+    started = time.perf_counter()
+    metrics = trainer.train_step([RolloutGroup(example_id=0, env_name="t", trajectories=games)])
+    outside = time.perf_counter() - started
+    assert outside - metrics["perf/train_s"] >= 0.5
+    assert metrics["perf/peak_tflops"] == 1.0 and metrics["perf/peak_threads"] >= 1

@@ -55,7 +55,7 @@ def test_perf_metrics_count_real_tokens_and_the_padded_share():
     padded = build_train_batch(sequences, max_tokens=100, pad_token_id=0)
     packed = build_train_batch(sequences, max_tokens=100, pad_token_id=0, packing="packed")
     started = time.perf_counter() - 2.0  # a step that took at least 2 s
-    metrics = with_perf({"train/loss": 1.0}, [padded], started, 2, flops=0.0, peak_tflops=None)
+    metrics = with_perf({"train/loss": 1.0}, [padded], started, 2, flops=0.0, peak=None)
     assert metrics["perf/padded_frac"] == pytest.approx(0.2)
     assert metrics["perf/train_tokens_per_s"] == pytest.approx(16 / metrics["perf/train_s"])
     # packed: rows of up to 5 tokens, [5] and [3] padded to 5 -> the same 2 of 10 here; with a
