@@ -10,6 +10,8 @@ git worktree for the older commit): one warm-up step, then `--steps` timed steps
     python benchmarks/bench_step_cost.py                          # this tree against HEAD~0's main
     python benchmarks/bench_step_cost.py --old 73502e9 --steps 2  # against a given commit
     python benchmarks/bench_step_cost.py --old none               # this tree only
+    python benchmarks/bench_step_cost.py --old none --skip-no-share --boards threats \
+        --tree-attention segments buckets                         # the tree's attention both ways
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def worker(args) -> None:
                            max_steps=100, temperature=1.0)  # fmt: skip
     if args.no_share:
         config = replace(config, share_prefixes=False)
+    if args.tree_attention:
+        config = replace(config, tree_attention=args.tree_attention[0])
     trainer = Trainer(config)
     groups = recipe_groups(trainer.tokenizer, args.board, 0.5, args.problems, args.games)
     games = [t for g in groups for t in g.trajectories]
@@ -67,6 +71,8 @@ def worker(args) -> None:
         metrics = trainer.train_step(groups)
         if step:  # the first step warms allocators and caches up
             times.append(time.perf_counter() - started)
+    if args.profile:
+        print_profile(trainer, groups)
     print(json.dumps({
         "rlve": str(Path(rlve.__file__).parent.parent),
         "threads": torch.get_num_threads(),
@@ -79,6 +85,28 @@ def worker(args) -> None:
         "mfu": metrics.get("perf/mfu"),
         "reward_mean": statistics.mean(t.reward for t in games),
     }))  # fmt: skip
+
+
+def print_profile(trainer, groups, top: int = 10) -> None:
+    """One more step under torch's profiler: the share of its ops' self time (both threads'
+    summed) that attention, matrix products and the top ops take, on stderr."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        trainer.train_step(groups)
+    events = sorted(profiler.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events)
+
+    def share(words: tuple[str, ...]) -> float:
+        return sum(e.self_cpu_time_total for e in events if any(w in e.key for w in words)) / total
+
+    products = ("aten::mm", "aten::addmm", "aten::bmm")
+    print(f"profile: {total / 1e6:.1f} s of ops; attention (sdpa forward and backward) "
+          f"{share(('scaled_dot_product',)):.0%}, matrix products {share(products):.0%}",
+          file=sys.stderr)  # fmt: skip
+    for e in events[:top]:
+        print(f"profile  {e.key:58s} {e.self_cpu_time_total / total:6.1%}  {e.count} calls",
+              file=sys.stderr)  # fmt: skip
 
 
 def loop_worker(args) -> None:
@@ -119,10 +147,16 @@ def worktree(commit: str) -> Path:
     return path
 
 
-def run_case(root: Path, board: str, args, no_share: bool = False, model: str = "") -> dict:
+def run_case(
+    root: Path, board: str, args, no_share: bool = False, model: str = "", attention: str = ""
+) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--board", board,
                "--steps", str(args.steps), "--problems", str(args.problems),
                "--games", str(args.games)] + (["--no-share"] if no_share else [])  # fmt: skip
+    if attention:
+        command += ["--tree-attention", attention]
+    if args.profile:
+        command += ["--profile"]
     if model:
         command += ["--model", str(Path(model).resolve())]
     env = {**os.environ, "PYTHONPATH": str(root)}
@@ -130,6 +164,8 @@ def run_case(root: Path, board: str, args, no_share: bool = False, model: str = 
     if done.returncode:
         raise RuntimeError(f"case {root} {board} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    profiled = [line for line in done.stderr.splitlines() if line.startswith("profile")]
+    result["profile"] = "\n".join(profiled)
     if Path(result["rlve"]).resolve() != root.resolve():
         raise RuntimeError(f"the worker imported rlve from {result['rlve']}, not {root}")
     return result
@@ -147,6 +183,14 @@ def main() -> None:
                         "e.g. grid=runs/demo/sft_model")  # fmt: skip
     parser.add_argument("--skip-no-share", action="store_true",
                         help="leave out the case without prefix sharing")  # fmt: skip
+    parser.add_argument("--tree-attention", nargs="+", metavar="CHOICE",
+                        help="this tree's cases once per trainer.tree_attention given "
+                        "(default: its default)")  # fmt: skip
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile one more step of each case (the shares of its time)",
+    )
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--board", default="grid", help=argparse.SUPPRESS)
@@ -158,16 +202,18 @@ def main() -> None:
         return compare_loops(args)
     cases = []
     if args.old != "none":
-        cases.append((f"{args.old} (old)", worktree(args.old), "grid", False))
+        cases.append((f"{args.old} (old)", worktree(args.old), "grid", False, ""))
     if not args.skip_no_share:
-        cases.append(("this tree, no prefix sharing", ROOT, "grid", True))
-    cases += [(f"this tree, {board} board", ROOT, board, False) for board in args.boards]
+        cases.append(("this tree, no prefix sharing", ROOT, "grid", True, ""))
+    attentions = args.tree_attention or [""]
+    cases += [(f"this tree, {board} board" + (f", tree_attention={a}" if a else ""), ROOT, board,
+               False, a) for board in args.boards for a in attentions]  # fmt: skip
     print(f"{args.problems} x {args.games} teacher games, {args.steps} timed steps a case")
     print("| case | tokens/game | trained/game | forwarded/step | s/step | vs first | TFLOP/s "
           "| share of peak |\n|---|---:|---:|---:|---:|---:|---:|---:|")  # fmt: skip
-    first = None
-    for name, root, board, no_share in cases:
-        result = run_case(root, board, args, no_share)
+    first, profiles = None, []
+    for name, root, board, no_share, attention in cases:
+        result = run_case(root, board, args, no_share, attention=attention)
         seconds = statistics.mean(result["train_s"])
         first = first or seconds
         forwarded = result["forward_tokens"]
@@ -177,6 +223,8 @@ def main() -> None:
         print(f"| {name} | {result['tokens_per_game']:.0f} | {result['trained_per_game']:.0f} | "
               f"{forwarded} | {seconds:.1f} | {seconds / first:.2f}x | {rate} |",
               flush=True)  # fmt: skip
+        profiles.append(f"{name}: {result['profile']}" if result["profile"] else "")
+    print("\n".join(p for p in profiles if p))
 
 
 def compare_loops(args) -> None:
