@@ -10,9 +10,9 @@ so its cost grows with segments x nodes. Now: one split and one index_select. Th
 match up to the order of float sums, which is printed. Then the calls batched
 (rlve.training.tree_buckets): segments of like shapes in buckets, one masked sdpa call each,
 at each `--max-padding` given (`inf`: every segment in one call, padded to the longest); the
-padded area each computes is printed beside its time. FlexAttention, the issue's first
-candidate, has no backward on the CPU in torch 2.13 ("FlexAttention does not support backward
-on CPU"), so it is not timed here.
+padded area each computes is printed beside its time. On a GPU, also FlexAttention in one call
+(rlve.training.tree_flex), with its compile (the first call) apart; it has no backward on the
+CPU in torch 2.13 ("FlexAttention does not support backward on CPU"), so not there.
 
     python benchmarks/bench_tree_attention.py                       # SmolLM2-135M's heads, CPU
     python benchmarks/bench_tree_attention.py --groups 8 --group-size 8 --heads 16 --kv-heads 8 \\
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +33,7 @@ from rlve.algorithms.prefix_tree import build_prefix_tree
 from rlve.training.peak import measured_cpu_tflops
 from rlve.training.tree_attention import after_prefix_mask, tree_sdpa
 from rlve.training.tree_buckets import bucketed_tree_sdpa, plan_buckets, segment_shapes
+from rlve.training.tree_flex import plan_flex
 from rlve.types import PrefixTree
 
 
@@ -75,7 +77,8 @@ def recipe_tree(args: argparse.Namespace) -> PrefixTree:
 
 
 def timed(attention, inputs, tree, device: str, repeats: int) -> tuple[float, list]:
-    """Median seconds of forward + backward over `repeats` (after one warm-up), and the grads."""
+    """Median seconds of forward + backward over `repeats` (after one warm-up; with 0 repeats
+    the warm-up's), and the grads."""
     times = []
     for _ in range(repeats + 1):
         q, k, v = (x.detach().requires_grad_() for x in inputs)
@@ -86,7 +89,7 @@ def timed(attention, inputs, tree, device: str, repeats: int) -> tuple[float, li
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
-    return statistics.median(times[1:]), [q.grad, k.grad, v.grad]
+    return statistics.median(times[1:] or times), [q.grad, k.grad, v.grad]
 
 
 def main() -> None:
@@ -154,6 +157,20 @@ def main() -> None:
         print(f"buckets, max padding {max_padding:>4}: {bucketed_s * 1000:8.1f} ms, "
               f"{len(plan.buckets)} calls, padded area {area:.2f}x; {now_s / bucketed_s:.2f}x the "
               f"per-segment calls; gradients differ by {bucket_drift:.1e}")  # fmt: skip
+    if args.device == "cpu":  # no FlexAttention backward on the CPU (torch 2.13)
+        return print("FlexAttention: not timed on the CPU (it has no backward there)")
+    started = time.perf_counter()
+    flex_tree = replace(tree, plan=plan_flex(tree, args.device))
+    plan_s = time.perf_counter() - started
+    compile_s, _ = timed(lambda q, k, v, t: tree_sdpa(q, k, v, flex_tree, None), inputs, tree,
+                         args.device, 0)  # fmt: skip
+    flex_s, grads = timed(lambda q, k, v, t: tree_sdpa(q, k, v, flex_tree, None), inputs, tree,
+                          args.device, args.repeats)  # fmt: skip
+    flex_drift = max(float((a - b).abs().max() / a.abs().max())
+                     for a, b in zip(now_grads, grads, strict=True))  # fmt: skip
+    print(f"FlexAttention, one call:    {flex_s * 1000:8.1f} ms, {now_s / flex_s:.2f}x the "
+          f"per-segment calls; gradients differ by {flex_drift:.1e}; block mask "
+          f"{plan_s * 1000:.1f} ms; first call (compile) {compile_s:.1f} s")  # fmt: skip
 
 
 if __name__ == "__main__":

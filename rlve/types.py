@@ -234,6 +234,24 @@ class TreeBuckets:
 
 
 @dataclass(frozen=True)
+class FlexPlan:
+    """A `PrefixTree`'s attention as one FlexAttention call (rlve.training.tree_flex), made on
+    the device it runs on."""
+
+    block_mask: Any
+    """torch's BlockMask over the padded nodes, its mask_mod reading a tensor on that device"""
+    padded: int
+    """nodes after padding (a multiple of tree_flex.PAD_NODES): one compile per length"""
+    device: str
+
+    def to(self, device: Any) -> FlexPlan:
+        if str(device) != self.device:
+            raise ValueError(f"a FlexPlan made on {self.device} cannot move to {device}: make it "
+                             "there (rlve.training.tree_plan.with_attention_plan)")  # fmt: skip
+        return self
+
+
+@dataclass(frozen=True)
 class PrefixTree:
     """One decoder pass over the distinct prefixes of a packed micro-batch's sequences
     (rlve.algorithms.prefix_tree builds it): a row of N nodes, each a token that begins alike
@@ -251,9 +269,9 @@ class PrefixTree:
     key_index: Tensor
     """[K] long: the nodes each segment's attention reads, segment after segment, its ancestors'
     runs then its own nodes (K is the sum of their lengths)"""
-    buckets: TreeBuckets | None = None
-    """the segments batched into a few attention calls (rlve.training.tree_buckets); None: one
-    call per segment"""
+    plan: TreeBuckets | FlexPlan | None = None
+    """how the attention runs over it (rlve.training.tree_plan): its segments batched into a
+    few calls, or one FlexAttention call; None: one sdpa call per segment"""
 
     @property
     def num_nodes(self) -> int:
@@ -266,7 +284,7 @@ class PrefixTree:
             node_index=self.node_index.to(device),
             segments=self.segments,
             key_index=self.key_index.to(device),
-            buckets=None if self.buckets is None else self.buckets.to(device),
+            plan=None if self.plan is None else self.plan.to(device),
         )
 
 

@@ -10,8 +10,9 @@
 # NCCL weight broadcast into a process that loads it as vLLM's worker does (two GPUs), FSDP2
 # pushes and the export gathering one tensor at a time (two GPUs), and packed micro-batches on
 # CUDA (sdpa, and flash-attention-2 when flash-attn is installed), the prefix tree's attention
-# in buckets against a call per segment (test_tree_buckets.py; timed: bench_tree_attention.py),
-# the fused element-wise kernels (torch.compile, and liger-kernel when installed). With a CUDA build of vLLM
+# in buckets and in one FlexAttention call against a call per segment (test_tree_buckets.py,
+# test_tree_flex.py; timed: bench_tree_attention.py), the fused element-wise kernels
+# (torch.compile, and liger-kernel when installed). With a CUDA build of vLLM
 # (`pip install -e '.[gpu]'`) also a real engine on GPU 0 that takes a push and serves the
 # trainer's log-probs, a two-step run shown one GPU (`trainer.device=auto` puts the trainer
 # beside vLLM, which takes 40% of it), the worker's GPU memory during a push
@@ -29,8 +30,8 @@ print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {len(names)} GPU(s
 PY
 "$PYTHON" -m pytest -m gpu -v -p no:cacheprovider -rs tests/integration/test_gpu_paths.py \
     tests/integration/test_gpu_vllm.py tests/unit/test_packed_parity.py tests/unit/test_fused.py \
-    tests/unit/test_tree_buckets.py "$@"
-# the prefix tree's attention, per segment against buckets, Qwen3-0.6B's heads
+    tests/unit/test_tree_buckets.py tests/unit/test_tree_flex.py "$@"
+# the prefix tree's attention per segment, in buckets and with FlexAttention, Qwen3-0.6B's heads
 "$PYTHON" benchmarks/bench_tree_attention.py --groups 8 --group-size 8 --heads 16 --kv-heads 8 \
     --head-dim 128 --device cuda --dtype bfloat16
 if "$PYTHON" -c "from vllm.platforms import current_platform as p; assert p.is_cuda()" 2>/dev/null

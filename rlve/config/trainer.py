@@ -17,7 +17,7 @@ TRAINER_COUNTS = ("max_steps", "max_tokens_per_microbatch", "logprob_chunk_token
                   "num_iterations", "max_bad_steps", "keep_checkpoints")  # fmt: skip
 FUSED_KERNELS = ("none", "compile", "liger")
 """the values of TrainerConfig.fused_kernels (rlve/training/fused.py)"""
-TREE_ATTENTIONS = ("auto", "segments", "buckets")
+TREE_ATTENTIONS = ("auto", "segments", "buckets", "flex")
 """the values of TrainerConfig.tree_attention"""
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -128,10 +128,10 @@ class TrainerConfig:
     tree of up to max_tokens_per_microbatch nodes; same log-probs and gradients up to float
     rounding. Ignored where the attention cannot read a tree (padded rows, flash, eager)"""
     tree_attention: str = "auto"
-    """how a prefix tree's attention calls sdpa: "segments" (once per segment), "buckets"
-    (segments of like shapes batched, a few masked calls a layer: rlve.training.tree_buckets)
-    or "auto" (segments on the CPU, where buckets were no faster; buckets on a GPU, where each
-    call is a kernel launch). Same outputs up to float rounding"""
+    """how a prefix tree's attention runs: "segments" (one sdpa call per segment), "buckets"
+    (segments of like shapes batched, a few masked calls a layer), "flex" (one FlexAttention
+    call a layer; GPUs only) or "auto" (segments on the CPU, where buckets were no faster;
+    buckets on a GPU). Same outputs up to float rounding (rlve/training/tree_plan.py)"""
     logprob_chunk_tokens: int = 1024
     """tokens per chunk of the vocabulary projection, so [tokens, vocab] logits never exist at
     once for the whole micro-batch; >= 1"""

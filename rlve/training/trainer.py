@@ -47,7 +47,7 @@ from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
 from rlve.training.teacher import Teacher, build_teacher
-from rlve.training.tree_buckets import with_buckets
+from rlve.training.tree_plan import with_attention_plan
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -319,7 +319,8 @@ class Trainer:
             share_prefixes=self._share_prefixes,
             skip_zero_advantage=skip_zero_advantage,
         )
-        return batch_on(with_buckets(batch, self.config.tree_attention, self.device), self.device)
+        batch = with_attention_plan(batch, self.config.tree_attention, self.device)
+        return batch_on(batch, self.device)
 
     def _logprobs(
         self, scorer: TokenScorer, micro: MicroBatch, temperature: float | None = None

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from rlve.training.tree_buckets import bucketed_tree_sdpa
-from rlve.types import PrefixTree
+from rlve.training.tree_flex import flex_tree_sdpa
+from rlve.types import FlexPlan, PrefixTree, TreeBuckets
 
 
 def after_prefix_mask(queries: int, prefix: int, device: torch.device) -> Tensor:
@@ -34,10 +35,12 @@ def tree_sdpa(
     dropout: float = 0.0,
 ) -> Tensor:
     """query [1, H, N, D], key and value [1, H_kv, N, D] over the tree's N nodes ->
-    [1, H, N, D], each segment attending as described in the module docstring; a tree with
-    `buckets` is attended in one call per bucket instead (rlve.training.tree_buckets)."""
-    if tree.buckets is not None:
-        return bucketed_tree_sdpa(query, key, value, tree.buckets, scaling, dropout)
+    [1, H, N, D], each segment attending as described in the module docstring; a tree with a
+    `plan` is attended as it says (rlve.training.tree_plan)."""
+    if isinstance(tree.plan, TreeBuckets):
+        return bucketed_tree_sdpa(query, key, value, tree.plan, scaling, dropout)
+    if isinstance(tree.plan, FlexPlan):
+        return flex_tree_sdpa(query, key, value, tree.plan, scaling, dropout)
     gqa = query.shape[1] != key.shape[1]
     own_sizes = [end - start for start, end in (segment.nodes for segment in tree.segments)]
     read_sizes = [

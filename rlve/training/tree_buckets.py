@@ -18,13 +18,11 @@ either), and every padded query row sees key 0 so that no row of the softmax is 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlve.types import Bucket, PrefixTree, TrainBatch, TreeBuckets
+from rlve.types import Bucket, PrefixTree, TreeBuckets
 
 MAX_PADDING = 1.25
 """a bucket's padded area (segments x longest queries x longest keys) at most this many times
@@ -124,23 +122,3 @@ def _gathered(x: Tensor, index: Tensor) -> Tensor:
     """[1, h, N, D] read at index [S, L] -> [S, h, L, D]."""
     picked = x[0].index_select(1, index.flatten())  # [h, S * L, D]
     return picked.unflatten(1, index.shape).transpose(0, 1)
-
-
-def uses_buckets(choice: str, device: torch.device) -> bool:
-    """Whether TrainerConfig.tree_attention `choice` batches the segments on `device`: "auto"
-    does on a GPU only (on the CPU buckets were no faster: docs/benchmarks.md)."""
-    return choice == "buckets" or (choice == "auto" and device.type != "cpu")
-
-
-def with_buckets(batch: TrainBatch, choice: str, device: torch.device) -> TrainBatch:
-    """`batch` with each micro-batch's prefix tree planned into buckets (once, for every layer)
-    where TrainerConfig.tree_attention `choice` batches the segments on `device`, else as it is."""
-    if not uses_buckets(choice, device):
-        return batch
-    micro_batches = [
-        micro if micro.prefix_tree is None
-        else replace(micro, prefix_tree=replace(micro.prefix_tree,
-                                                buckets=plan_buckets(micro.prefix_tree)))
-        for micro in batch.micro_batches
-    ]  # fmt: skip
-    return replace(batch, micro_batches=micro_batches)

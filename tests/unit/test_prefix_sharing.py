@@ -20,7 +20,7 @@ from rlve.training.logprobs import TokenScorer
 from rlve.training.rank_batch import batch_on, build_rank_batch, moves_the_loss
 from rlve.training.sequence_attention import SEQUENCE_SDPA
 from rlve.training.tree_attention import after_prefix_mask
-from rlve.training.tree_buckets import with_buckets
+from rlve.training.tree_plan import with_attention_plan
 from rlve.types import Segment
 from tests.unit.test_packed_parity import fp32_tolerances
 
@@ -111,7 +111,7 @@ def run(model, sequences, share, loss, max_tokens=2048, autocast=False, attentio
     batch = build_train_batch(sequences, max_tokens=max_tokens, pad_token_id=0, packing="packed",
                               single_row=True, share_prefixes=share)  # fmt: skip
     device = next(model.parameters()).device
-    batch = batch_on(with_buckets(batch, attention, device), device)
+    batch = batch_on(with_attention_plan(batch, attention, device), device)
     model.zero_grad(set_to_none=True)
     per_sequence, total = {}, 0.0
     for micro in batch.micro_batches:
