@@ -30,16 +30,20 @@ def calculate(expression: str) -> str:
     return calculate_value(expression)
 
 
-async def solve(client, task) -> str:
-    """Answer `task.question` under the task's own instructions, with the calculator."""
-    agent = Agent(
+def calculator_agent(client, task) -> Agent:
+    """The agent, under the task's own instructions, on the client rlve hands it."""
+    return Agent(
         name="calculator",
         instructions=task.prompt[0]["content"],
         model=OpenAIChatCompletionsModel(model="rlve-policy", openai_client=client),
         tools=[calculate],
     )
+
+
+async def solve(client, task) -> str:
+    """Answer `task.question` with the calculator."""
     try:
-        result = await Runner.run(agent, task.question, max_turns=4)
+        result = await Runner.run(calculator_agent(client, task), task.question, max_turns=4)
     except MaxTurnsExceeded:
         return ""  # still calling tools at its fourth turn: no answer, a reward of 0
     return str(result.final_output)

@@ -12,7 +12,8 @@ Every request needs `Authorization: Bearer <the session's key>` (401), a session
 and has not closed (404), a JSON body of at most `max_body_bytes` (400, 413). The run's sampling
 settings win: the temperature always, the token limit where the agent asks for more; the response
 says what was used (`rlve`). Sessions are served concurrently: a session's lock covers only its
-own bookkeeping, never a generation. Streaming is not served (400 says so).
+own bookkeeping, never a generation. `stream=true` gets the finished answer as OpenAI's chunks
+(rlve.rollout.agent_stream).
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rlve.envs.agent import AgentEndpoint
 from rlve.inference.engine import Engine, EngineFatalError, GenerationRequest, SamplingConfig
 from rlve.rollout.agent_messages import BadMessages, assistant_message, template_messages
 from rlve.rollout.agent_record import AgentRecord
+from rlve.rollout.agent_stream import StreamedCompletion, stream_request
 from rlve.rollout.chat_tokens import ChatTemplateError, ChatTokens
 from rlve.types import Message
 
@@ -182,16 +184,18 @@ class AgentGateway:
 
         return await self._answer(request, post)
 
-    async def _chat_completions(self, request: Request) -> JSONResponse:
+    async def _chat_completions(self, request: Request) -> Response:
         return await self._answer(request, self._complete)
 
-    async def _answer(self, request: Request, handler, needs_body: bool = True) -> JSONResponse:
+    async def _answer(self, request: Request, handler, needs_body: bool = True) -> Response:
         try:
             session = self._session(request)
             body = await self._body(request) if needs_body else {}
             result = handler(session, body)
             if asyncio.iscoroutine(result):
                 result = await result
+            if isinstance(result, StreamedCompletion):
+                return StreamingResponse(result.events(), media_type="text/event-stream")
             return JSONResponse(result)
         except RequestError as error:
             return _error(error.status, str(error))
@@ -231,8 +235,10 @@ class AgentGateway:
         session.requests += 1
         if session.requests > session.max_calls:
             raise RequestError(429, f"this session made its {session.max_calls} calls")
-        if body.get("stream"):
-            raise RequestError(400, "stream=true is not served; ask without streaming")
+        try:
+            stream, include_usage = stream_request(body)
+        except ValueError as exc:
+            raise RequestError(400, str(exc)) from exc
         tools = body.get("tools") or None
         if tools is not None and not (isinstance(tools, list)
                                       and all(isinstance(t, dict) for t in tools)):  # fmt: skip
@@ -261,7 +267,7 @@ class AgentGateway:
         finally:
             session.in_flight.difference_update(tasks)
         prompt_tokens = len(plan.prompt_ids) if plan else 0
-        return {
+        completion = {
             "id": f"chatcmpl-{session.sid}-{first_call}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -273,6 +279,7 @@ class AgentGateway:
             "rlve": {"temperature": sampling.temperature, "max_tokens": sampling.max_tokens,
                      "top_p": sampling.top_p},
         }  # fmt: skip
+        return StreamedCompletion(completion, include_usage) if stream else completion
 
     def _sampling(self, session: AgentSession, body: dict, prompt_len: int) -> SamplingConfig:
         """The run's sampling settings; the agent's token limit only where it asks for fewer."""

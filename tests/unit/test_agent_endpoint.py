@@ -17,9 +17,10 @@ import httpx
 import pytest
 
 from examples import agents_sdk_agent
-from examples.calculator_agent import solve
+from examples.calculator_agent import CALCULATE, solve
 from rlve.algorithms.train_sequences import sequences_from_groups
 from rlve.envs.agent import AgentEnv, load_environment
+from rlve.envs.calculator import calculate
 from rlve.inference.engine import GenerationRequest, SamplingConfig
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.agent_episode import running_gateway
@@ -197,7 +198,7 @@ def test_every_request_needs_the_session_s_key_and_an_open_session(tiny_tokenize
         (b'{"messages": "hello"}', 400, "non-empty list"),
         (b'{"messages": [{"role": "wizard", "content": "x"}]}', 400, "role"),
         (b'{"messages": [{"role": "user", "content": 7}]}', 400, "content"),
-        (b'{"messages": [{"role": "user", "content": "x"}], "stream": true}', 400, "stream"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 400, "stream"),
         (b'{"messages": [{"role": "user", "content": "x"}], "n": 99}', 400, "n must be"),
         (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', 400, "max_tokens"),
         (b'{"messages": [{"role": "user", "content": "' + b"x" * 70000 + b'"}]}', 413, "larger"),
@@ -220,6 +221,49 @@ def test_a_hostile_request_gets_a_clear_4xx_and_costs_nothing_else(
     refused, fine, served = asyncio.run(scenario())
     assert refused.status_code == status and says in refused.json()["error"]["message"]
     assert fine.status_code == 200 and len(served) == 1
+
+
+def test_a_streamed_answer_is_the_same_message_in_openai_s_chunks_and_recorded_alike(
+    tiny_tokenizer,
+):
+    # the calculator's two calls, asked with stream=true through the openai SDK: the text and
+    # the tool call put together from the chunks are what the plain answer holds
+    async def streaming(client, task):
+        messages, answer = list(task.prompt), None
+        for _ in range(2):
+            stream = await client.chat.completions.create(
+                model="m", messages=messages, tools=[CALCULATE], stream=True,
+                stream_options={"include_usage": True},
+            )  # fmt: skip
+            content, calls, finish, usage = "", [], None, None
+            async for chunk in stream:
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    content += choice.delta.content or ""
+                    calls += choice.delta.tool_calls or []
+                    finish = choice.finish_reason or finish
+            assert usage is not None and usage.completion_tokens > 0
+            if finish == "tool_calls":
+                (call,) = calls
+                assert call.function.name == "calculate"
+                messages += [
+                    {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": call.id, "type": "function", "function": {
+                            "name": "calculate", "arguments": call.function.arguments}}]},
+                    {"role": "tool", "tool_call_id": call.id,
+                     "content": calculate(**json.loads(call.function.arguments))},
+                ]  # fmt: skip
+            else:
+                answer = content
+        return answer
+
+    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    env = calculator_env(streaming)
+    trajectory, state = play(env, engine)
+    assert state["stop_reason"] == "agent_done", state.get("env_error")
+    assert state["agent_result"] == f"<answer>{env.example(0).answer}</answer>"
+    assert state["agent/calls"] == 2 and state["agent/splits_per_episode"] == 0
+    assert trajectory.token_ids == sum(engine.served[-1], [])
 
 
 def test_the_endpoint_s_connections_send_at_once():
@@ -387,6 +431,26 @@ def test_a_command_agent_runs_in_a_clean_environment_and_is_recorded(
 def test_the_openai_agents_sdk_drives_the_endpoint_unchanged(tiny_tokenizer):
     engine = RecordingEngine(calculator_model, tiny_tokenizer)
     env = calculator_env(agents_sdk_agent.solve)
+    trajectory, state = play(env, engine)
+    assert state["stop_reason"] == "agent_done", state.get("env_error")
+    assert state["agent/calls"] == 2 and state["agent/splits_per_episode"] == 0
+    assert state["agent_result"] == f"<answer>{env.example(0).answer}</answer>"
+    assert trajectory.token_ids == sum(engine.served[-1], [])
+
+
+def test_the_openai_agents_sdk_streamed_run_drives_the_endpoint_unchanged(tiny_tokenizer):
+    # Runner.run_streamed asks every call with stream=true
+    from agents import Runner
+
+    async def streamed(client, task):
+        run = Runner.run_streamed(agents_sdk_agent.calculator_agent(client, task), task.question,
+                                  max_turns=4)  # fmt: skip
+        async for _ in run.stream_events():
+            pass
+        return str(run.final_output)
+
+    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    env = calculator_env(streamed)
     trajectory, state = play(env, engine)
     assert state["stop_reason"] == "agent_done", state.get("env_error")
     assert state["agent/calls"] == 2 and state["agent/splits_per_episode"] == 0
