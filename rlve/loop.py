@@ -323,7 +323,7 @@ def _loop(config, crew, engine, queue: BatchQueue, push: PolicyPush, logger, che
                 metrics["batch/stale_groups_dropped"] = float(stale)
             metrics.update(crew.train_step(groups))
             if rollout.async_level == 1:
-                queue.wait(BATCH_TIMEOUT_S)  # keep each batch on one version
+                queue.generated(BATCH_TIMEOUT_S)  # keep each batch on one version
             metrics["perf/sync_s"] = 0.0
             if serves_trainer:  # with max_staleness, lands between the turns being played
                 pushed = push(trainer.version)

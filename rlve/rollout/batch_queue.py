@@ -41,13 +41,9 @@ class BatchQueue:
             self.start()
         return batch
 
-    def wait(self, timeout: float) -> None:
-        """Return once every started batch is generated (raising if one failed)."""
-        for future in self._pending:
-            future.result(timeout=timeout)
-
     def generated(self, timeout: float) -> list[StepBatch]:
-        """The started batches, each waited for: what a checkpoint keeps."""
+        """The started batches, each waited for (raising if one failed): what a checkpoint
+        keeps, and what the loop waits for before a push that must not land mid-batch."""
         return [future.result(timeout=timeout) for future in self._pending]
 
 
