@@ -67,7 +67,7 @@ def test_power_with_an_effect_remakes_the_committed_seeds_from_the_committed_run
     # var_d 0.0851 and var_run 0.000214 from the 5 seeds of C1 and C64; at 32 problems a cell
     # (768 a seed) the normal test needs 2.801585^2 * (0.0851 / 768 + 0.000214) / 0.02^2 = 6.4,
     # so 7 seeds, and the t test over the seeds' means 9
-    runs = COMMITTED / "worked" / "binary"
+    runs = COMMITTED / "worked" / "binary_stonegame"
     argv = ["power", "--start", "worked", "--out", str(tmp_path), "--runs", str(runs),
             "--seeds", "0", "1", "2", "3", "4", "--effect", "0.02"]  # fmt: skip
     env_scaling.main(argv)

@@ -79,7 +79,7 @@ UNSTABLE_RUNS = {
     "env_scaling/C4/seed0": {"completion/len_mean"},
     "loss_arms_avx2/cispo_mb4/seed1": {"completion/len_mean"},
     "env_scaling/C4/seed2": {"completion/len_mean"},
-    "env_scaling/worked/binary/C64/seed3": {"completion/len_mean"},
+    "env_scaling/worked/binary_stonegame/C64/seed3": {"completion/len_mean"},
     "distill/grid/self_regret": {
         "game/invalid",
         "game/unfinished",
