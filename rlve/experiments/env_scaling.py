@@ -224,7 +224,8 @@ def experiment(
 def write_paired(results, out: Path) -> None:
     """`out/paired.md`: the first arm against the last on the held-out problems, seed by seed
     (rlve.experiments.scaling_paired), when some seed has both with their outcomes; and
-    `out/sizes.md`: every size against the smallest and the slope (scaling_slope)."""
+    `out/sizes.md` and `sizes.png`: every size against the smallest and the slope
+    (scaling_slope)."""
     from rlve.experiments.scaling_paired import held_out_outcomes, paired_table
     from rlve.experiments.scaling_plot import HELD_OUT, collection_size
     from rlve.rollout.records import write_text_atomically
@@ -236,7 +237,7 @@ def write_paired(results, out: Path) -> None:
     table = paired_table(outcomes, arms[0], arms[-1])
     write_text_atomically(out / "paired.md", table + "\n")
     print(f"held-out accuracy, {arms[-1]} against {arms[0]} problem by problem:\n{table}")
-    from rlve.experiments.scaling_slope import sizes_table
+    from rlve.experiments.scaling_slope import plot_against_smallest, sizes_table
 
     after: dict[int, dict[int, list[float]]] = {}
     for result in results:
@@ -244,7 +245,8 @@ def write_paired(results, out: Path) -> None:
             after.setdefault(result.seed, {})[collection_size(result.arm)] = kept["after"]
     sizes = sizes_table(after)
     write_text_atomically(out / "sizes.md", sizes + "\n")
-    print(f"held-out accuracy by collection size:\n{sizes}")
+    print(f"held-out accuracy by collection size:\n{sizes}\nwrote "
+          f"{plot_against_smallest(after, out / 'sizes.png')}")  # fmt: skip
 
 
 def input_dir(args: argparse.Namespace, name: str) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rlve.experiments.scaling_paired import Difference, across_seeds, seed_difference
 
@@ -83,3 +84,35 @@ def _interval(d: Difference) -> str:
         return f"{d.mean:+.4f} (one seed: no interval)"
     verdict = "excludes 0" if d.low > 0 or d.high < 0 else "includes 0"
     return f"{d.mean:+.4f} ({d.low:+.4f} to {d.high:+.4f}; {verdict})"
+
+
+def plot_against_smallest(outcomes: Outcomes, out_path: str | Path) -> Path:
+    """PNG: each size's held-out accuracy minus the smallest's (paired by problem), the seeds'
+    mean with its 95% t interval, on a log2 axis, and the mean slope's line through 0 at the
+    smallest size."""
+    from rlve.experiments.figures import figure_grid, finish_axes
+
+    compared = against_smallest(outcomes)
+    if not compared:
+        raise ValueError("one collection size: nothing to compare with the smallest")
+    smallest = min(size for by_size in outcomes.values() for size in by_size)
+    figure, (ax,) = figure_grid(1, columns=1)
+    sizes = [smallest, *compared]
+    means = [0.0, *(d.mean for d in compared.values())]
+    low = [0.0, *(d.mean - d.low for d in compared.values())]
+    high = [0.0, *(d.high - d.mean for d in compared.values())]
+    seeds = ", ".join(f"C{size}: {d.count}" for size, d in compared.items())
+    ax.errorbar(sizes, means, yerr=[low, high], marker="o", capsize=4,
+                label=f"minus C{smallest}, mean and 95% interval (seeds {seeds})")  # fmt: skip
+    slope = slope_per_doubling(outcomes)
+    ax.plot(sizes, [slope.mean * math.log2(s / smallest) for s in sizes], linestyle=":",
+            label=f"slope {slope.mean:+.4f} a doubling ({slope.count} seeds)")  # fmt: skip
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(size) for size in sizes])
+    finish_axes(ax, "held-out accuracy after training, against the smallest collection")
+    ax.set_xlabel("training environments")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out_path)
+    return out_path

@@ -6,6 +6,7 @@ from rlve.experiments.scaling_paired import T_975
 from rlve.experiments.scaling_slope import (
     against_smallest,
     line_slope,
+    plot_against_smallest,
     sizes_table,
     slope_per_doubling,
 )
@@ -52,3 +53,10 @@ def test_the_table_says_whether_an_interval_excludes_0():
     assert "| 64 | 2 | 0.750 (0.500-1.000) | +0.5000 (" in table
     assert "Slope per doubling of the environments, over the 2 seeds that ran all 3 sizes" in table
     assert "includes 0" in table  # two seeds: t with 1 degree of freedom is 12.7
+
+
+def test_the_plot_is_drawn_from_the_pairs(tmp_path):
+    path = plot_against_smallest(OUTCOMES, tmp_path / "sizes.png")
+    assert path.stat().st_size > 10_000
+    with pytest.raises(ValueError, match="nothing to compare"):
+        plot_against_smallest({0: {1: [1, 0]}}, tmp_path / "one.png")
