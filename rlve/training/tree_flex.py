@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlve.training.tree_buckets import segment_shapes
 from rlve.types import FlexPlan, PrefixTree
 
 PAD_NODES = 1024
@@ -29,11 +30,7 @@ PAD_NODES = 1024
 def visible_until(tree: PrefixTree) -> Tensor:
     """[N] long: for each node k, one past the last node that sees it. Example: nodes 5 6 7 | 8 9
     (segment 1 after nodes 0-1) -> [5, 5, 3, 5, 5]."""
-    own = [end - start for start, end in (segment.nodes for segment in tree.segments)]
-    reads = [
-        size + sum(end - start for start, end in segment.ancestors)
-        for size, segment in zip(own, tree.segments, strict=True)
-    ]
+    _, reads = segment_shapes(tree)
     ends = torch.tensor([segment.nodes[1] for segment in tree.segments])
     key_index = tree.key_index.cpu()
     until = torch.zeros(tree.num_nodes, dtype=torch.long)
