@@ -47,7 +47,7 @@ from rlve.training.policy import build_policy
 from rlve.training.rank_batch import batch_on, build_rank_batch
 from rlve.training.step_metrics import Update, step_metrics, with_perf
 from rlve.training.teacher import Teacher, build_teacher
-from rlve.training.tree_plan import with_attention_plan
+from rlve.training.tree_plan import resolved, with_attention_plan
 from rlve.types import MicroBatch, RolloutGroup, TrainBatch, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -96,8 +96,8 @@ class Trainer:
             self.shape: ModelShape | None = ModelShape.of(model_config)
         except AttributeError:  # a config without Llama-style fields: no FLOP count, no MFU
             self.shape = None
-        self.peak = run_peak(self.device, config.dtype, config.peak_tflops)
-        """the denominator of perf/mfu (rlve.training.peak)"""
+        self.peak = run_peak(self.device, config.dtype, config.peak_tflops)  # perf/mfu's
+        resolved(config.tree_attention, self.device)  # refuses flex on the CPU at start
 
         self.teacher: Teacher | None = None
         """scores the sampled tokens for on-policy distillation (trainer.distill)"""

@@ -31,3 +31,11 @@ def test_the_batch_carries_the_plan_of_each_tree():
         assert isinstance(plan, TreeBuckets)
         assert sum(b.query_index.shape[0] for b in plan.buckets) == len(micro.prefix_tree.segments)
         assert isinstance(micro.prefix_tree.to("cpu").plan, TreeBuckets)
+
+
+def test_a_cpu_trainer_refuses_flex_at_start():
+    from rlve.config import TrainerConfig
+    from rlve.training.trainer import Trainer
+
+    with pytest.raises(ValueError, match="trainer.tree_attention=flex"):
+        Trainer(TrainerConfig(tree_attention="flex", device="cpu"))
