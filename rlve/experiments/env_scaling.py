@@ -313,8 +313,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(parser, argv)
     args.results.mkdir(parents=True, exist_ok=True)
     if args.stage == "run":
-        from omegaconf import OmegaConf
-
         from rlve.experiments.experiment import run_experiment, scores_table
         from rlve.experiments.scaling_plot import plot_by_environment, plot_env_scaling
 
@@ -327,8 +325,9 @@ def main(argv: list[str] | None = None) -> None:
         results = run_experiment(arms, out, args.seeds, train=not args.table_only)
         print(scores_table(results))
         write_paired(results, out)
-        steps = OmegaConf.load(out / results[0].arm / f"seed{results[0].seed}" / "config.yaml")
-        print(f"wrote {plot_env_scaling(results, steps.trainer.max_steps, out / 'scaling.png')}")
+        run_dir = out / results[0].arm / f"seed{results[0].seed}"  # committed runs: no config
+        last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+        print(f"wrote {plot_env_scaling(results, last, out / 'scaling.png')}")
         if bars := plot_by_environment(results, stored["held_out"], out / "by_environment.png"):
             print(f"wrote {bars}")
         return
