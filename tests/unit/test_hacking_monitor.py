@@ -80,6 +80,8 @@ UNSTABLE_RUNS = {
     "loss_arms_avx2/cispo_mb4/seed1": {"completion/len_mean"},
     "env_scaling/C4/seed2": {"completion/len_mean"},
     "env_scaling/worked/binary_stonegame/C64/seed3": {"completion/len_mean"},
+    "env_scaling/worked/binary/C1/seed1": {"completion/len_mean"},
+    "env_scaling/worked/binary/C64/seed1": {"completion/len_mean"},
     "distill/grid/self_regret": {
         "game/invalid",
         "game/unfinished",
@@ -102,7 +104,13 @@ the mean answer jumped from 9 to 15, 17 and 19 tokens at steps 5, 9 and 23 for r
 (the student as its own teacher reading the threats line, docs/results.md "On-policy
 distillation"): it learned to write the line's words instead of a move, and at step 5 malformed
 answers rose 0% -> 19%, unfinished games 0% -> 19% and games cut at the turn limit 0% -> 17%
-while the reward fell 1.3; at step 6 invalid-move games rose 14% -> 44%."""
+while the reward fell 1.3; at step 6 invalid-move games rose 14% -> 44%. The new control
+(reasoning-gym/products), seed 1: from step 18, when the adaptive window's top level rose from 2
+to 3 (products of more digits), the mean answer went 10-13 -> 15-21 tokens while the reward did
+not rise (0.23-0.38; held out, no gain: 0.090 -> 0.090): longer answers to harder problems,
+flagged because no reward came with them. Its C64, seed 1: the mean answer jumped from 10-13 to
+19 and 21 tokens at steps 6 and 20, back to 8-10 the next step each time, the 64 environments'
+mix as in the C64 seed 3 above."""
 
 
 def recorded_runs() -> list[Path]:
