@@ -82,6 +82,7 @@ UNSTABLE_RUNS = {
     "env_scaling/worked/binary_stonegame/C64/seed3": {"completion/len_mean"},
     "env_scaling/worked/binary/C1/seed1": {"completion/len_mean"},
     "env_scaling/worked/binary/C64/seed1": {"completion/len_mean"},
+    "env_scaling/worked/binary/C1/seed2": {"completion/len_mean"},
     "distill/grid/self_regret": {
         "game/invalid",
         "game/unfinished",
@@ -110,7 +111,9 @@ to 3 (products of more digits), the mean answer went 10-13 -> 15-21 tokens while
 not rise (0.23-0.38; held out, no gain: 0.090 -> 0.090): longer answers to harder problems,
 flagged because no reward came with them. Its C64, seed 1: the mean answer jumped from 10-13 to
 19 and 21 tokens at steps 6 and 20, back to 8-10 the next step each time, the 64 environments'
-mix as in the C64 seed 3 above."""
+mix as in the C64 seed 3 above. The control's seed 2: its window's top level climbed to 4 by
+step 17; the mean answer went 9-10 -> 20-41 tokens and the reward fell 0.3 -> 0.0-0.1 on the
+harder products (the model writing longer wrong products, not a cheat that pays)."""
 
 
 def recorded_runs() -> list[Path]:
