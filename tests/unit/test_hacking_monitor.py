@@ -83,6 +83,8 @@ UNSTABLE_RUNS = {
     "env_scaling/worked/binary/C1/seed1": {"completion/len_mean"},
     "env_scaling/worked/binary/C64/seed1": {"completion/len_mean"},
     "env_scaling/worked/binary/C1/seed2": {"completion/len_mean"},
+    "env_scaling/worked/binary/C1/seed3": {"completion/len_mean"},
+    "env_scaling/worked/binary/C64/seed3": {"completion/len_mean"},
     "distill/grid/self_regret": {
         "game/invalid",
         "game/unfinished",
@@ -113,7 +115,9 @@ flagged because no reward came with them. Its C64, seed 1: the mean answer jumpe
 19 and 21 tokens at steps 6 and 20, back to 8-10 the next step each time, the 64 environments'
 mix as in the C64 seed 3 above. The control's seed 2: its window's top level climbed to 4 by
 step 17; the mean answer went 9-10 -> 20-41 tokens and the reward fell 0.3 -> 0.0-0.1 on the
-harder products (the model writing longer wrong products, not a cheat that pays)."""
+harder products (the model writing longer wrong products, not a cheat that pays). Seed 3: one-step
+jumps from 9-11 to 14-17 tokens at steps 10, 17 and 22 on 2-level products, back the next step;
+its C64, 13-15 tokens at steps 3, 5, 15 and 23 from 8-10, the mix again."""
 
 
 def recorded_runs() -> list[Path]:
