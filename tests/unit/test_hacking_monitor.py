@@ -85,6 +85,7 @@ UNSTABLE_RUNS = {
     "env_scaling/worked/binary/C1/seed2": {"completion/len_mean"},
     "env_scaling/worked/binary/C1/seed3": {"completion/len_mean"},
     "env_scaling/worked/binary/C64/seed3": {"completion/len_mean"},
+    "env_scaling/worked/binary/C1/seed4": {"completion/len_mean"},
     "distill/grid/self_regret": {
         "game/invalid",
         "game/unfinished",
@@ -117,7 +118,8 @@ mix as in the C64 seed 3 above. The control's seed 2: its window's top level cli
 step 17; the mean answer went 9-10 -> 20-41 tokens and the reward fell 0.3 -> 0.0-0.1 on the
 harder products (the model writing longer wrong products, not a cheat that pays). Seed 3: one-step
 jumps from 9-11 to 14-17 tokens at steps 10, 17 and 22 on 2-level products, back the next step;
-its C64, 13-15 tokens at steps 3, 5, 15 and 23 from 8-10, the mix again."""
+its C64, 13-15 tokens at steps 3, 5, 15 and 23 from 8-10, the mix again. Seed 4: one-step jumps
+to 17-35 tokens at steps 10, 14 and 21 as its window rose to 2- and 3-level products."""
 
 
 def recorded_runs() -> list[Path]:
