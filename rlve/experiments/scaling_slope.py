@@ -22,6 +22,11 @@ Outcomes = Mapping[int, Mapping[int, Sequence[float]]]
 """seed -> collection size -> per-problem held-out outcomes after training (same problems)"""
 
 
+def collection_sizes(outcomes: Outcomes) -> list[int]:
+    """Every size some seed ran, ascending."""
+    return sorted({size for by_size in outcomes.values() for size in by_size})
+
+
 def line_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Least-squares slope of ys on xs. Example: [0, 2, 6], [0.1, 0.2, 0.4] -> 0.05."""
     if len(xs) != len(ys) or len(set(xs)) < 2:
@@ -34,7 +39,7 @@ def line_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 def slope_per_doubling(outcomes: Outcomes) -> Difference:
     """The mean over seeds of each seed's slope of accuracy on log2(size), with a t interval,
     over the seeds that ran every size any seed ran."""
-    sizes = sorted({size for by_size in outcomes.values() for size in by_size})
+    sizes = collection_sizes(outcomes)
     complete = [seed for seed, by_size in outcomes.items() if set(by_size) == set(sizes)]
     slopes = [
         Difference(line_slope([math.log2(s) for s in sizes],
@@ -47,7 +52,7 @@ def slope_per_doubling(outcomes: Outcomes) -> Difference:
 def against_smallest(outcomes: Outcomes) -> dict[int, Difference]:
     """Per size above the smallest: its accuracy minus the smallest's, paired by problem within
     each seed that ran both, the seeds' mean with a t interval."""
-    sizes = sorted({size for by_size in outcomes.values() for size in by_size})
+    sizes = collection_sizes(outcomes)
     smallest, compared = sizes[0], {}
     for size in sizes[1:]:
         per_seed = [
@@ -63,7 +68,7 @@ def against_smallest(outcomes: Outcomes) -> dict[int, Difference]:
 def sizes_table(outcomes: Outcomes) -> str:
     """Markdown: per size, the seeds, held-out accuracy after (mean and range over seeds) and the
     difference from the smallest size with its interval; then the slope per doubling."""
-    sizes = sorted({size for by_size in outcomes.values() for size in by_size})
+    sizes = collection_sizes(outcomes)
     compared = against_smallest(outcomes)
     lines = [f"| environments | seeds | held-out accuracy after (min-max) | minus C{sizes[0]}, "
              "paired (95% CI, t over seeds) |", "|---:|---:|---|---|"]  # fmt: skip
@@ -95,7 +100,7 @@ def plot_against_smallest(outcomes: Outcomes, out_path: str | Path) -> Path:
     compared = against_smallest(outcomes)
     if not compared:
         raise ValueError("one collection size: nothing to compare with the smallest")
-    smallest = min(size for by_size in outcomes.values() for size in by_size)
+    smallest = collection_sizes(outcomes)[0]
     figure, (ax,) = figure_grid(1, columns=1)
     sizes = [smallest, *compared]
     means = [0.0, *(d.mean for d in compared.values())]

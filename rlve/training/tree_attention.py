@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlve.training.tree_buckets import bucketed_tree_sdpa
+from rlve.training.tree_buckets import bucketed_tree_sdpa, segment_shapes
 from rlve.training.tree_flex import flex_tree_sdpa
 from rlve.types import FlexPlan, PrefixTree, TreeBuckets
 
@@ -42,11 +42,7 @@ def tree_sdpa(
     if isinstance(tree.plan, FlexPlan):
         return flex_tree_sdpa(query, key, value, tree.plan, scaling, dropout)
     gqa = query.shape[1] != key.shape[1]
-    own_sizes = [end - start for start, end in (segment.nodes for segment in tree.segments)]
-    read_sizes = [
-        own + sum(end - start for start, end in segment.ancestors)
-        for own, segment in zip(own_sizes, tree.segments, strict=True)
-    ]
+    own_sizes, read_sizes = segment_shapes(tree)
     # One split and one index_select for all segments: their backward passes write each
     # gradient once, where a slice per segment would add up a zero-filled [1, H, N, D] tensor
     # per segment, quadratic in the number of sequences.
