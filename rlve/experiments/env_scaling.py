@@ -221,11 +221,12 @@ def experiment(
     )
 
 
-def write_paired(results, out: Path) -> None:
+def write_paired(results, out: Path, held_out: list[str]) -> None:
     """`out/paired.md`: the first arm against the last on the held-out problems, seed by seed
-    (rlve.experiments.scaling_paired), when some seed has both with their outcomes; and
-    `out/sizes.md` and `sizes.png`: every size against the smallest and the slope
-    (scaling_slope)."""
+    (rlve.experiments.scaling_paired), when some seed has both with their outcomes, and split by
+    whether an answer that pays on other problems pays there (`out/guessable.md`,
+    scaling_guessable); `out/sizes.md` and `sizes.png`: every size against the smallest and the
+    slope (scaling_slope)."""
     from rlve.experiments.scaling_paired import held_out_outcomes, paired_table
     from rlve.experiments.scaling_plot import HELD_OUT, collection_size
     from rlve.rollout.records import write_text_atomically
@@ -237,6 +238,10 @@ def write_paired(results, out: Path) -> None:
     table = paired_table(outcomes, arms[0], arms[-1])
     write_text_atomically(out / "paired.md", table + "\n")
     print(f"held-out accuracy, {arms[-1]} against {arms[0]} problem by problem:\n{table}")
+    from rlve.experiments.scaling_guessable import write_guessable
+
+    guessable = write_guessable(outcomes, arms[0], arms[-1], held_out, out)
+    print(f"the same, split by whether a repeated answer pays:\n{guessable}")
     from rlve.experiments.scaling_slope import plot_against_smallest, sizes_table
 
     after: dict[int, dict[int, list[float]]] = {}
@@ -324,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
         arms = experiment(stored, args.reward, args.model, args.start, args.arms, args.out)
         results = run_experiment(arms, out, args.seeds, train=not args.table_only)
         print(scores_table(results))
-        write_paired(results, out)
+        write_paired(results, out, stored["held_out"])
         run_dir = out / results[0].arm / f"seed{results[0].seed}"  # committed runs: no config
         last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["step"]
         print(f"wrote {plot_env_scaling(results, last, out / 'scaling.png')}")

@@ -136,14 +136,17 @@ def constant_answers(name: str) -> list[ConstantAnswer]:
     return marks
 
 
-def constant_outcomes(env, answer: str) -> list[float]:
-    """The verifier's accuracy of `answer` on each of `env`'s first SCREEN_PROBLEMS problems, as
-    the screening draws them (the same problems, in the order of their example ids)."""
+def constant_outcomes(
+    env, answer: str, problems: int = SCREEN_PROBLEMS, seed: int = SCREEN_SEED
+) -> list[float]:
+    """The verifier's accuracy of `answer` on each of `env`'s first `problems` problems, as an
+    evaluation from `seed` draws them (the screening's by default; in the order of their example
+    ids)."""
     from rlve.evaluation import evaluate
     from rlve.inference.scripted import ScriptedEngine
 
     engine = ScriptedEngine(lambda messages: f"<answer>{answer}</answer>")
-    groups = evaluate(env, engine, SCREEN_PROBLEMS, seed=SCREEN_SEED).groups
+    groups = evaluate(env, engine, problems, seed=seed).groups
     return [
         t.metrics.get("reward/accuracy", 0.0)
         for group in sorted(groups, key=lambda g: g.example_id)
