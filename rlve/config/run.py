@@ -232,7 +232,8 @@ class HackingConfig:
     noise_sigmas: float = 3.0
     """a share's bound is at least this many standard errors of the difference between the
     step's share and the baseline's, from the episodes behind each (`episode/count`): a share
-    of 16 episodes moves by about 0.11 by chance; > 0"""
+    of 16 episodes moves by about 0.11 by chance; the answer length's, from the spread of the
+    groups' mean lengths (`completion/len_mean_se`); > 0"""
 
     def validate(self) -> None:
         require_choice("hacking.action", self.action, HACKING_ACTIONS)

@@ -28,6 +28,18 @@ baseline steps) and p the two pooled, the bound is
 the rise that a share unchanged in truth passes with probability about 0.1% at 3 sigmas
 (`share_bound`). Example: p = 0.33, n = 16, n0 = 32 -> 3 * 0.144 = 0.43; at n = 64, n0 = 128
 and p = 0.31 -> 0.21.
+
+The answer length's bound covers chance the same way, with the groups as units: a step of 8
+groups drawn from 64 environments whose answers differ in length moves its mean when one group
+draws a long-answer environment (9 -> 19 tokens for one step, back the next, in the committed
+env-scaling runs). With `completion/len_mean_se` (se at the step, se_1..se_k at the baseline's k
+steps; rlve.rollout.summary) and L0 the baseline length, the bound is
+
+    max(max_length_rise, noise_sigmas * sqrt(se^2 + (se_1^2 + ... + se_k^2) / k^2) / L0)
+
+(`length_bound`). Example: groups of 9, 9, 9 and 90 tokens (se 20.25) against a baseline of 9.5
+tokens with se 1 at each of 2 steps -> 3 * 20.26 / 9.5 = 6.4; every group 50% longer (se 1)
+-> the fixed 0.5.
 """
 
 from __future__ import annotations
@@ -45,6 +57,8 @@ REWARD = "reward/mean"
 COUNT = "episode/count"
 """the clean episodes behind a step's shares (rlve.rollout.summary)"""
 LENGTH = "completion/len_mean"
+LENGTH_SE = "completion/len_mean_se"
+"""the mean length's standard error with the groups as units (rlve.rollout.summary)"""
 SHARES = ("completion/truncated_frac", "stop/max_turns_reached")
 ABSENT_IS_ZERO = ("stop/",)
 """metrics that a step leaves out when they are 0 (a stop reason no episode had)"""
@@ -103,6 +117,7 @@ class HackingMonitor:
             return []
         baseline = {name: sum(v) / len(v) for name, v in self._start.items()}
         counts = (values.pop(COUNT, None), sum(self._start.get(COUNT, [])) or None)
+        length_errors = (values.pop(LENGTH_SE, None), self._start.get(LENGTH_SE, []))
         if REWARD not in values or REWARD not in baseline:
             return []
         gain = values[REWARD] - baseline[REWARD]
@@ -114,7 +129,7 @@ class HackingMonitor:
             rise = value - baseline[name]
             if name == LENGTH:
                 rise = value / baseline[name] - 1 if baseline[name] > 0 else 0.0
-                bound = self.config.max_length_rise
+                bound = self.length_bound(baseline[name], *length_errors)
             else:
                 bound = self.share_bound(baseline[name], value, *counts)
             metrics[f"hacking/rise/{name}"] = rise
@@ -139,8 +154,21 @@ class HackingMonitor:
         spread = math.sqrt(max(pooled * (1 - pooled), 0.0) * (1 / count + 1 / baseline_count))
         return max(self.config.max_rise, self.config.noise_sigmas * spread)
 
+    def length_bound(
+        self, baseline: float, error: float | None, baseline_errors: Sequence[float]
+    ) -> float:
+        """How far the mean answer length may rise, relative to `baseline`: `max_length_rise`,
+        or the chance rise from the step's standard error `error` and the baseline steps' when
+        larger (module docstring). Without them all (runs recorded before
+        `completion/len_mean_se`, or a step of one group), `max_length_rise`."""
+        steps = self.config.baseline_steps
+        if error is None or len(baseline_errors) != steps or baseline <= 0:
+            return self.config.max_length_rise
+        spread = math.sqrt(error**2 + sum(e**2 for e in baseline_errors) / steps**2)
+        return max(self.config.max_length_rise, self.config.noise_sigmas * spread / baseline)
+
     def _signals(self, metrics: dict[str, float]) -> dict[str, float]:
-        names = (REWARD, LENGTH, COUNT, *self.shares)
+        names = (REWARD, LENGTH, LENGTH_SE, COUNT, *self.shares)
         values = {name: float(metrics[name]) for name in names if name in metrics}
         for name in names:
             if name not in values and name.startswith(ABSENT_IS_ZERO):

@@ -5,14 +5,13 @@ Each killed run is `python -m rlve.train` with `RLVE_KILL_AT=<point>@<step>` (rl
 run resumes from its newest intact checkpoint (step 2: checkpoints every 2 steps), and its
 metrics.jsonl must then hold every step once, equal to the uninterrupted run's (the steps up to 2
 from the killed run, the others from the resumed one; times excepted; train/* floats within
-float32 summation-order noise, `assert_same_run`). The scripted engine covers
+float32 summation-order noise, `test_loop.assert_same_run`). The scripted engine covers
 these points; a kill during a weight push (vLLM only) is tested in test_loop_vllm.py.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -36,33 +35,6 @@ PIPELINES = {
 def metrics(run_dir: Path) -> list[dict]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if k != "time" and not k.startswith("perf/")} for r in rows]
-
-
-TRAIN_REL_TOL = 1e-4
-"""train/* floats come from float32 sums of up to ~1,000 terms (a step's tokens, a layer's width),
-whose order a CPU's BLAS may change between two processes (MKL and oneDNN promise the same bits
-only under conditional-reproducibility settings: a run beside other work may get a different
-thread split); such a sum moves by at most n * eps32 = 1,000 * 1.2e-7 ~ 1e-4 of its terms' sum.
-A resume that lost state moves them far more: one step taken at lr 1.1e-3 instead of 1e-3 moves
-the next step's train/ratio_mean by 2e-3 and train/grad_norm by 9e-3 of their values (measured)."""
-TRAIN_ABS_TOL = 1e-8
-"""the same bound for values near 0 (the loss, a difference of terms): 1e-4 of this run's
-largest loss, about 2e-4"""
-
-
-def assert_same_run(actual: list[dict], expected: list[dict]) -> None:
-    """`actual` logged what `expected` did: the same steps and keys, every rollout, game and
-    curriculum figure exactly, the train/* floats within float32 summation-order noise."""
-    assert [row["step"] for row in actual] == [row["step"] for row in expected]
-    for got, want in zip(actual, expected):
-        assert got.keys() == want.keys(), f"step {want['step']}"
-        for key, value in want.items():
-            if key.startswith("train/"):
-                assert math.isclose(
-                    got[key], value, rel_tol=TRAIN_REL_TOL, abs_tol=TRAIN_ABS_TOL
-                ), f"step {want['step']} {key}: {got[key]} != {value}"
-            else:
-                assert got[key] == value, f"step {want['step']} {key}: {got[key]} != {value}"
 
 
 def killed_run(run_dir: Path, overrides: list[str], kill_at: str) -> None:
@@ -115,7 +87,7 @@ def test_a_run_killed_at_a_point_resumes_to_the_uninterrupted_metrics(
     logged_before = [row["step"] for row in metrics(run_dir)]
     assert logged_before[:2] == [1, 2]
     resume(run_dir, overrides)
-    assert_same_run(metrics(run_dir), uninterrupted[pipeline])
+    test_loop.assert_same_run(metrics(run_dir), uninterrupted[pipeline])
 
 
 FADING_HINTS = [
@@ -136,4 +108,4 @@ def test_the_fading_hints_curriculum_resumes_at_the_level_it_reached(tmp_path):
     assert [row["curriculum/tictactoe/high"] for row in whole] == [1.0, 2.0, 3.0, 4.0]
     killed_run(tmp_path / "run", overrides, "optimizer_step@3")
     resume(tmp_path / "run", overrides)
-    assert_same_run(metrics(tmp_path / "run"), whole)
+    test_loop.assert_same_run(metrics(tmp_path / "run"), whole)

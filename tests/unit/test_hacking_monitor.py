@@ -68,6 +68,23 @@ def test_a_share_of_few_episodes_may_move_by_chance_but_the_collapse_still_trips
     assert tripped == [[], [], [], ["game/invalid"], ["game/invalid"], ["game/invalid"]]
 
 
+def test_the_length_s_bound_covers_one_group_of_long_answers_but_not_every_group_longer():
+    """A baseline of 9.5 tokens (se 1 at each of 2 steps), then a step whose mean is 19: one of
+    4 groups answered 90 tokens (se 20.25: 3 * sqrt(20.25^2 + 2 / 2^2) / 9.5 = 6.40), or every
+    group doubled (se 1: 3 * sqrt(1 + 0.5) / 9.5 = 0.39, under the fixed 0.5)."""
+    monitor = HackingMonitor(HackingConfig(), alert=lambda text: None)
+    assert monitor.length_bound(9.5, 20.25, [1.0, 1.0]) == pytest.approx(6.3986, abs=1e-4)
+    assert monitor.length_bound(9.5, 1.0, [1.0, 1.0]) == 0.5
+    assert monitor.length_bound(9.5, None, [1.0, 1.0]) == 0.5  # metrics without the se
+    assert monitor.length_bound(9.5, 20.25, [1.0]) == 0.5  # a baseline step without it
+    start = [{"reward/mean": 0.3, "completion/len_mean": 9.5, "completion/len_mean_se": 1.0}] * 2
+    one_group = {"reward/mean": 0.3, "completion/len_mean": 19.0, "completion/len_mean_se": 20.25}
+    every_group = {**one_group, "completion/len_mean_se": 1.0}
+    assert observe_all([*start, one_group])[2] == []
+    tripped = observe_all([*start, every_group])[2]
+    assert [(t.metric, t.rise) for t in tripped] == [("completion/len_mean", 1.0)]
+
+
 UNSTABLE_RUNS = {
     "demo_arms/regret_mb4/seed0": {
         "game/invalid",

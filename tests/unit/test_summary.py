@@ -71,3 +71,15 @@ def test_rewards_are_the_clean_rollouts_and_stop_reasons_count_every_rollout():
     summary = summarize([RolloutGroup(0, "toy", rollouts)])
     assert (summary["reward/mean"], summary["reward/min"]) == (0.5, 0.0)
     assert summary["stop/engine_error"] == pytest.approx(1 / 3)
+
+
+def test_the_mean_length_s_standard_error_takes_the_groups_as_units():
+    def answers(*lengths):
+        rollouts = [Trajectory(prompt=[], completion=[], token_ids=[1] * (n + 1),
+                               loss_mask=[0] + [1] * n) for n in lengths]  # fmt: skip
+        return RolloutGroup(example_id=0, env_name="toy", trajectories=rollouts)
+
+    # group means 9, 9, 9 and 90: sample sd 40.5 over sqrt(4) groups
+    groups = [answers(8, 10), answers(9, 9), answers(9), answers(90, 90)]
+    assert summarize(groups)["completion/len_mean_se"] == pytest.approx(20.25)
+    assert "completion/len_mean_se" not in summarize(groups[:1])  # one group: no spread
