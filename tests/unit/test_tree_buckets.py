@@ -3,8 +3,10 @@ per segment it stands in for (rlve.training.tree_attention), on trees of several
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -69,7 +71,12 @@ def small_vocabulary(rng):  # branches anywhere: sequences over 3 tokens share p
     return [random_tokens(rng, rng.randint(4, 40), vocab=3) for _ in range(24)]
 
 
-SHAPES = [one_segment, wide_group, deep_chain, small_vocabulary]
+def recipe_micro_batch(rng):  # the recipe's RL step: 9 teacher games, 9 segments, 1,939 nodes
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "recipe_tree" / "tree.json"
+    return json.loads(fixture.read_text())["sequences"]
+
+
+SHAPES = [one_segment, wide_group, deep_chain, small_vocabulary, recipe_micro_batch]
 
 
 def check_parity(shape, plan_of, dtype: torch.dtype, device: str, backward: bool = True) -> None:
