@@ -148,12 +148,16 @@ def problem_accuracy(rollout) -> float:
 
 
 def start_model(start: str, out: Path, model: str = MODEL) -> Path:
-    """The model every arm starts from: the format warm-up, or the worked problems'."""
-    if start == "worked":
-        from rlve.experiments.worked_start import worked_model
+    """The model every arm starts from: the format warm-up, or the worked problems', made in a
+    process of its own (rlve.experiments.child_process) and then read from `out`."""
+    from rlve.experiments.child_process import run_in_child
 
-        return worked_model(out, model)
-    return format_model(out, model)
+    if start == "worked":
+        from rlve.experiments.worked_start import worked_model as build
+    else:
+        build = format_model
+    run_in_child(build, out, model)
+    return build(out, model)
 
 
 def experiment(
