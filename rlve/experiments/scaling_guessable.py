@@ -1,4 +1,4 @@
-"""The held-out gain split by whether a constant answer solves the problem.
+"""The held-out gain split by whether an answer right on other problems is right on the problem.
 
 The control's rule (rlve.curriculum.constant_answer) keeps C1 from being passed by one guess, but
 the held-out environments are not filtered so: on 11 of the worked start's 12, the best single
