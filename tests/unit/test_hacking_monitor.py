@@ -103,6 +103,8 @@ UNSTABLE_RUNS = {
     "env_scaling/worked/binary/C1/seed3": {"completion/len_mean"},
     "env_scaling/worked/binary/C64/seed3": {"completion/len_mean"},
     "env_scaling/worked/binary/C1/seed4": {"completion/len_mean"},
+    "env_scaling/worked/binary/C1/seed5": {"completion/len_mean"},
+    "env_scaling/worked/binary/C64/seed5": {"completion/len_mean"},
     "distill/grid/self_regret": {
         "game/invalid",
         "game/unfinished",
@@ -136,7 +138,11 @@ step 17; the mean answer went 9-10 -> 20-41 tokens and the reward fell 0.3 -> 0.
 harder products (the model writing longer wrong products, not a cheat that pays). Seed 3: one-step
 jumps from 9-11 to 14-17 tokens at steps 10, 17 and 22 on 2-level products, back the next step;
 its C64, 13-15 tokens at steps 3, 5, 15 and 23 from 8-10, the mix again. Seed 4: one-step jumps
-to 17-35 tokens at steps 10, 14 and 21 as its window rose to 2- and 3-level products."""
+to 17-35 tokens at steps 10, 14 and 21 as its window rose to 2- and 3-level products. Seed 5 (a
+start rebuilt on another machine, recorded before `completion/len_mean_se`): as seed 2, its
+window climbed to 5-level products by step 23 and the mean answer went 9 -> 16-47 tokens from
+step 10 while the reward fell from 0.2-0.6 to 0.02-0.12. Its C64: one step at 16.5 tokens (step
+19) among 8-15, back to 11 the next, the mix again."""
 
 
 def recorded_runs() -> list[Path]:
