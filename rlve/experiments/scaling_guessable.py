@@ -28,17 +28,13 @@ def guessable_problems(
     `seed`, in that order): whether one answer is right on it and on another problem of its cell
     (each reference answer of the cell given to all of them, verified as the screening does)."""
     from rlve.envs import load_environment
-    from rlve.experiments.scaling_pool import constant_outcomes
+    from rlve.experiments.scaling_pool import reference_outcomes
 
     marks: list[bool] = []
     for name in names:
         for level in levels:
             env = load_environment(name, num_examples=problems, seed=seed, difficulties=[level])
-            references = sorted({env.example(i).answer for i in range(problems)} - {""})
-            if not references:
-                marks += [False] * problems
-                continue
-            outcomes = [constant_outcomes(env, a, problems, seed) for a in references]
+            outcomes = reference_outcomes(env, problems, seed).values()
             shared = [o for o in outcomes if sum(o) >= 2]  # answers right on 2+ problems
             marks += [any(o[i] == 1.0 for o in shared) for i in range(problems)]
     return marks
@@ -53,12 +49,13 @@ def split_table(
     """Markdown: `last` - `first` after training on the guessable problems, on the others, and on
     all, each the seeds' mean with its t interval (scaling_paired.across_seeds); `outcomes` as
     scaling_paired.paired_table takes them, every list as long as `guessable`."""
-    marked = [i for i, g in enumerate(guessable) if g]
     parts = {
-        "an answer right on 2+ problems of its cell is right": marked,
-        "its answer is right on no other problem of its cell": sorted(
-            set(range(len(guessable))) - set(marked)
-        ),
+        "an answer right on 2+ problems of its cell is right": [
+            i for i, g in enumerate(guessable) if g
+        ],
+        "its answer is right on no other problem of its cell": [
+            i for i, g in enumerate(guessable) if not g
+        ],
         "all": list(range(len(guessable))),
     }
     for arms in outcomes.values():

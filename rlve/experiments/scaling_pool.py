@@ -127,21 +127,23 @@ def constant_answers(name: str) -> list[ConstantAnswer]:
     for level in SCREEN_LEVELS:
         env = load_environment(name, num_examples=SCREEN_PROBLEMS, seed=SCREEN_SEED,
                                difficulties=[level])  # fmt: skip
-        references = sorted({env.example(i).answer for i in range(SCREEN_PROBLEMS)} - {""})
-        if not references:
+        if outcomes := reference_outcomes(env, SCREEN_PROBLEMS, SCREEN_SEED):
+            marks.append(best_single_answer(level, outcomes))
+        else:
             marks.append(ConstantAnswer(level, None, 0, SCREEN_PROBLEMS))
-            continue
-        outcomes = {answer: constant_outcomes(env, answer) for answer in references}
-        marks.append(best_single_answer(level, outcomes))
     return marks
 
 
-def constant_outcomes(
-    env, answer: str, problems: int = SCREEN_PROBLEMS, seed: int = SCREEN_SEED
-) -> list[float]:
+def reference_outcomes(env, problems: int, seed: int) -> dict[str, list[float]]:
+    """Each distinct reference answer of `env`'s first `problems` problems -> `constant_outcomes`
+    of it on them, in sorted order of the answers; empty when they have no reference answer."""
+    references = sorted({env.example(i).answer for i in range(problems)} - {""})
+    return {answer: constant_outcomes(env, answer, problems, seed) for answer in references}
+
+
+def constant_outcomes(env, answer: str, problems: int, seed: int) -> list[float]:
     """The verifier's accuracy of `answer` on each of `env`'s first `problems` problems, as an
-    evaluation from `seed` draws them (the screening's by default; in the order of their example
-    ids)."""
+    evaluation from `seed` draws them (in the order of their example ids)."""
     from rlve.evaluation import evaluate
     from rlve.inference.scripted import ScriptedEngine
 

@@ -9,6 +9,7 @@ metrics and the collector's `faults/...` (rlve.rollout.faults).
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -87,9 +88,7 @@ def _length_spread(groups: Sequence[RolloutGroup]) -> dict[str, float]:
             means.append(_mean(lengths))
     if len(means) < 2:
         return {}
-    mean = _mean(means)
-    spread = math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1))
-    return {"completion/len_mean_se": spread / math.sqrt(len(means))}
+    return {"completion/len_mean_se": statistics.stdev(means) / math.sqrt(len(means))}
 
 
 def weight_lag(groups: Sequence[RolloutGroup], version: int) -> dict[str, float]:

@@ -34,7 +34,7 @@ PIPELINES = {
 
 def metrics(run_dir: Path) -> list[dict]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k != "time" and not k.startswith("perf/")} for r in rows]
+    return [test_loop.without_time(row) for row in rows]
 
 
 def killed_run(run_dir: Path, overrides: list[str], kill_at: str) -> None:
