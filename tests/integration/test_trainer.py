@@ -7,6 +7,7 @@ import os
 from dataclasses import replace
 
 import pytest
+import test_loop  # tests/integration is on sys.path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -217,9 +218,7 @@ def test_kill_and_resume_reproduces_the_uninterrupted_run(tmp_path, lora):
     assert resumed.step == 2
     for _ in range(2):
         resumed.train_step(two_groups())
-    expected = trainable(uninterrupted)
-    for name, value in trainable(resumed).items():
-        assert torch.equal(value, expected[name]), name
+    test_loop.assert_same_weights(trainable(resumed), trainable(uninterrupted))
 
 
 def test_checkpoints_keep_the_newest_k_and_survive_a_crash_mid_save(tmp_path, monkeypatch):
