@@ -10,8 +10,12 @@ evaluator of `rlve.envs.arithmetic`, never `eval()`.
 
 from __future__ import annotations
 
+import json
+import re
+
 from rlve.envs.arithmetic import (
     MAX_EXPRESSION_CHARS,
+    QUESTION,
     evaluate_expression,
     format_number,
     parse_integer,
@@ -40,6 +44,31 @@ def calculate(expression: str) -> str:
         expression: numbers joined by + - * / // % ** with parentheses, e.g. "(12 + 3) * 4".
     """
     return format_number(evaluate_expression(expression))
+
+
+QUESTION_PATTERN = re.compile(re.escape(QUESTION).replace(re.escape("{expression}"), "(.*)"))
+"""a question's text with its expression as the one group"""
+
+
+def honest_policy(messages: list[Message]) -> str:
+    """What a model that uses the tool as meant writes: a `calculate` call on the question's
+    expression, then, once a tool message holds a value (not an error), `<answer>value</answer>`.
+    The SFT teacher of the calculator agent (rlve.experiments.agent_calculator) and the tests'
+    honest model."""
+    tools = [m["content"] for m in messages if m["role"] == "tool"]
+    if tools and not tools[-1].startswith("Error"):
+        return f"<answer>{tools[-1]}</answer>"
+    question = next(m["content"] for m in messages if m["role"] == "user")
+    call = {"name": "calculate", "arguments": {"expression": question_expression(question)}}
+    return f"<tool_call>{json.dumps(call)}</tool_call>"
+
+
+def question_expression(question: str) -> str:
+    """The expression of a question written as QUESTION (ValueError for any other text)."""
+    match = QUESTION_PATTERN.fullmatch(question)
+    if match is None:
+        raise ValueError(f"not a calculator question: {question[:80]!r}")
+    return match.group(1)
 
 
 def exact_answer(completion: list[Message], answer: str, parser: XMLParser) -> float:

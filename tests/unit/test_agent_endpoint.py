@@ -8,7 +8,6 @@ talking HTTP to the run's endpoint.
 import asyncio
 import copy
 import json
-import re
 import socket
 import sys
 import textwrap
@@ -20,7 +19,7 @@ from examples import agents_sdk_agent
 from examples.calculator_agent import CALCULATE, solve
 from rlve.algorithms.train_sequences import sequences_from_groups
 from rlve.envs.agent import AgentEnv, load_environment
-from rlve.envs.calculator import calculate
+from rlve.envs.calculator import calculate, honest_policy
 from rlve.inference.engine import GenerationRequest, SamplingConfig
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.agent_episode import running_gateway
@@ -29,16 +28,6 @@ from rlve.rollout.episode import EpisodeSettings, play_episode
 from rlve.types import RolloutGroup
 
 SAMPLING = SamplingConfig(temperature=1.0, max_tokens=64)
-
-
-def calculator_model(messages):
-    """A model that calls the calculator on the question, then answers with the result."""
-    last = messages[-1]
-    if last["role"] == "tool":
-        return f"<answer>{last['content']}</answer>"
-    expression = re.search(r"What is (.+)\?", last["content"]).group(1)
-    call = {"name": "calculate", "arguments": {"expression": expression}}
-    return f"<tool_call>{json.dumps(call)}</tool_call>"
 
 
 async def converse(client, task, calls: int, follow_up: str = "Go on.") -> list[str]:
@@ -76,7 +65,7 @@ def calculator_env(agent=solve, **kwargs):
 
 
 def test_the_example_agent_is_trained_on_exactly_the_ids_it_was_served(tiny_tokenizer):
-    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    engine = RecordingEngine(honest_policy, tiny_tokenizer)
     env = calculator_env()
     trajectory, state = play(env, engine)
     assert state["stop_reason"] == "agent_done"
@@ -257,7 +246,7 @@ def test_a_streamed_answer_is_the_same_message_in_openai_s_chunks_and_recorded_a
                 answer = content
         return answer
 
-    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    engine = RecordingEngine(honest_policy, tiny_tokenizer)
     env = calculator_env(streaming)
     trajectory, state = play(env, engine)
     assert state["stop_reason"] == "agent_done", state.get("env_error")
@@ -429,7 +418,7 @@ def test_a_command_agent_runs_in_a_clean_environment_and_is_recorded(
 
 
 def test_the_openai_agents_sdk_drives_the_endpoint_unchanged(tiny_tokenizer):
-    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    engine = RecordingEngine(honest_policy, tiny_tokenizer)
     env = calculator_env(agents_sdk_agent.solve)
     trajectory, state = play(env, engine)
     assert state["stop_reason"] == "agent_done", state.get("env_error")
@@ -449,7 +438,7 @@ def test_the_openai_agents_sdk_streamed_run_drives_the_endpoint_unchanged(tiny_t
             pass
         return str(run.final_output)
 
-    engine = RecordingEngine(calculator_model, tiny_tokenizer)
+    engine = RecordingEngine(honest_policy, tiny_tokenizer)
     env = calculator_env(streamed)
     trajectory, state = play(env, engine)
     assert state["stop_reason"] == "agent_done", state.get("env_error")
@@ -551,7 +540,7 @@ def test_a_model_that_cheats_through_the_agent_earns_less_than_an_honest_one(tin
                                                      [trajectory.info]))  # fmt: skip
         return score.reward, state["stop_reason"]
 
-    assert reward(calculator_model) == (1.0, "agent_done")
+    assert reward(honest_policy) == (1.0, "agent_done")
     for cheat in (gibberish, guesses, loops, malformed):
         assert reward(cheat) == (0.0, "agent_done"), cheat.__name__
 

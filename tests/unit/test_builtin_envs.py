@@ -13,7 +13,7 @@ import pytest
 from datasets import Dataset
 
 import rlve
-from rlve.envs import reverse_text
+from rlve.envs import calculator, reverse_text
 from rlve.envs.arithmetic import (
     evaluate_expression,
     format_number,
@@ -32,8 +32,9 @@ def play(env, policy, num_examples: int = 4) -> list[Trajectory]:
 
 def question_expression(messages) -> str:
     """The expression of the question "What is <expression>?" (the first user message)."""
-    question = next(m["content"] for m in messages if m["role"] == "user")
-    return re.fullmatch(r"What is (.*)\?", question).group(1)
+    return calculator.question_expression(
+        next(m["content"] for m in messages if m["role"] == "user")
+    )
 
 
 def question_value(messages) -> int:
@@ -221,27 +222,25 @@ def tool_call(name: str, **arguments) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
-def calculator_policy(messages):
-    """Call the tool on the question's expression once, then answer with its result."""
-    tool_messages = [m for m in messages if m["role"] == "tool"]
-    if not tool_messages or tool_messages[-1]["content"].startswith("Error"):
-        return tool_call("calculate", expression=question_expression(messages))
-    return f"<answer>{tool_messages[-1]['content']}</answer>"
-
-
 def scripted_turns(*first_turns: str):
-    """Play `first_turns` in order, then behave like `calculator_policy`."""
+    """Play `first_turns` in order, then behave like `calculator.honest_policy`."""
 
     def policy(messages):
         turn = sum(m["role"] == "assistant" for m in messages)
-        return first_turns[turn] if turn < len(first_turns) else calculator_policy(messages)
+        return first_turns[turn] if turn < len(first_turns) else calculator.honest_policy(messages)
 
     return policy
 
 
+def test_the_question_expression_is_read_back_or_refused():
+    assert calculator.question_expression("What is 12 + 3 * 40?") == "12 + 3 * 40"
+    with pytest.raises(ValueError, match="not a calculator question: 'Compute 1 \\+ 1'"):
+        calculator.question_expression("Compute 1 + 1")
+
+
 def test_calculator_tool_use_scores_one():
     env = rlve.load_environment("calculator")
-    rollouts = play(env, calculator_policy, num_examples=5)
+    rollouts = play(env, calculator.honest_policy, num_examples=5)
     for t in rollouts:
         assert t.reward == 1.0
         assert t.metrics["reward/used_calculator"] == 1.0
