@@ -1,0 +1,137 @@
+"""SmolLM2-135M trained through an agent it does not know of: the calculator agent, over seeds.
+
+    python -m rlve.experiments.agent_calculator --seeds 0 1 2 --out runs/agent_calculator
+
+The agent is examples/calculator_agent.py (the openai SDK, a tool loop), run unchanged against
+the run's OpenAI-compatible endpoint, which records every token it serves.
+1. A short SFT on tool calls, shared by every seed and made once. Untrained, SmolLM2 called the
+   calculator in none of 15 finished episodes (reward 0: nothing for RL to compare). The teacher
+   is `rlve.envs.calculator.honest_policy` (call `calculate` on the question, answer with its
+   value), played through the same agent and endpoint on questions of its own seed, so the
+   warm-up learns the very tokens the endpoint serves. It is kept short (SFT_STEPS) so that the
+   start is not already the teacher: RL has copying mistakes left to remove.
+2. Per seed: `python -m rlve.train +experiment=agent_calculator` from that model (the command is
+   printed; the run is in <out>/cispo/seed<N>). On the run's own engine, before the first step
+   and after the last: the agent on EVAL_PROBLEMS questions of EVAL_SEED (no run trains on
+   them), the same for every run, at the run's temperature and token limit: accuracy (per
+   question, for a comparison paired by question) and the share of episodes that called the tool.
+3. A table (mean [min-max] over seeds) and the training curves (rlve.experiments.experiment).
+   Finished seeds are skipped when the command is started again.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlve.experiments.experiment import Arm, Experiment, run_experiment, scores_table
+
+BASE_MODEL = "smollm2-135m"
+AGENT = "examples.calculator_agent:solve"
+TASKS = {"tasks": "calculator", "min_operands": 2, "max_operands": 3}
+"""the questions of +experiment=agent_calculator (its env.args.agent, less the dataset's size)"""
+EVAL_PROBLEMS = 128
+EVAL_SEED = 555_000
+"""seed of the held-out questions (the runs train on the calculator's seed 0)"""
+SFT_SEED = 7
+"""seed of the teacher's questions"""
+SFT_EPISODES = 256
+SFT_STEPS = 12
+SFT_BATCH = 8
+SFT_LR = 3e-5
+
+
+def agent_env(num_examples: int, seed: int):
+    from rlve.envs import load_environment
+
+    return load_environment("agent", agent=AGENT, num_examples=num_examples, seed=seed, **TASKS)
+
+
+def teacher_episodes(tokenizer, episodes: int, seed: int = SFT_SEED):
+    """The honest policy's episodes through the agent and the endpoint, as SFT sequences (every
+    one solved: the teacher is exact), and the teacher's summary."""
+    from rlve.envs.calculator import honest_policy
+    from rlve.inference.scripted import ScriptedEngine
+    from rlve.rollout.chat_tokens import end_of_turn_id
+    from rlve.training.sft import SftSequence, teacher_games
+
+    engine = ScriptedEngine(honest_policy, tokenizer, end_of_turn_id(tokenizer))
+    kept, summary = teacher_games(agent_env(episodes, seed), engine, episodes, tokenizer, seed,
+                                  keep=lambda t: t.reward == 1.0)  # fmt: skip
+    if len(kept) < episodes:
+        raise RuntimeError(f"the honest policy solved {len(kept)} of {episodes} questions")
+    return [SftSequence.of(t) for t in kept], summary
+
+
+def sft_model(out: Path, model: str = BASE_MODEL, steps: int = SFT_STEPS) -> Path:
+    """The shared start: `steps` SFT steps on the teacher's episodes (made once)."""
+    from rlve.config import TrainerConfig
+    from rlve.models import load_tokenizer
+    from rlve.training.sft import sft_warmup
+
+    path = out / f"sft_model_{steps}"
+    if (path / "config.json").exists():
+        print(f"SFT model: {path} (already there)")
+        return path
+    data, _ = teacher_episodes(load_tokenizer(model), SFT_EPISODES)
+    config = TrainerConfig(model=model, dtype="float32", lr=SFT_LR, max_steps=steps)
+    path, losses = sft_warmup(data, config, path, batch_size=SFT_BATCH)
+    print(f"SFT on {len(data)} teacher episodes: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    return path
+
+
+def held_out_scores(engine, temperature: float, max_tokens: int, seed: int) -> dict:
+    """The agent on the held-out questions: accuracy per question (in the questions' order) and
+    the share of episodes with a tool call."""
+    from rlve.evaluation import evaluate
+    from rlve.inference.engine import SamplingConfig
+
+    sampling = SamplingConfig(temperature=temperature, max_tokens=max_tokens)
+    result = evaluate(agent_env(EVAL_PROBLEMS, EVAL_SEED), engine, EVAL_PROBLEMS, seed=seed,
+                      sampling=sampling)  # fmt: skip
+    episodes = sorted((t for g in result.groups for t in g.trajectories),
+                      key=lambda t: t.example_id)  # fmt: skip
+    return {
+        "accuracy": [t.metrics["reward/exact_answer"] for t in episodes],
+        "tool use": [t.metrics["reward/used_calculator"] for t in episodes],
+    }
+
+
+def experiment(sft_steps: int = SFT_STEPS) -> Experiment:
+    def score(engine, config, seed: int) -> dict:
+        return held_out_scores(engine, config.trainer.temperature, config.rollout.max_tokens, seed)
+
+    return Experiment(
+        name="agent_calculator",
+        arms=[Arm("cispo", ("+experiment=agent_calculator", "logging.wandb_mode=disabled"))],
+        start=lambda out, seed: sft_model(out, steps=sft_steps),
+        score=score,
+        curves=["reward/mean", "reward/used_calculator", "agent/calls_per_episode"],
+        settings={
+            "sft": [SFT_EPISODES, sft_steps, SFT_BATCH, SFT_LR, SFT_SEED],
+            "eval": [EVAL_PROBLEMS, EVAL_SEED],
+            "tasks": TASKS,
+        },  # fmt: skip
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", default="runs/agent_calculator")
+    parser.add_argument(
+        "--sft-steps", type=int, default=SFT_STEPS, help="SFT steps of the shared start"
+    )
+    args = parser.parse_args(argv)
+    if args.sft_steps < 1:
+        parser.error(f"--sft-steps must be >= 1, got {args.sft_steps}")
+    results = run_experiment(experiment(args.sft_steps), Path(args.out), args.seeds)
+    print(f"\n{BASE_MODEL} through {AGENT}, {len(args.seeds)} seeds, "
+          f"{EVAL_PROBLEMS} held-out questions\n")  # fmt: skip
+    print(scores_table(results))
+
+
+if __name__ == "__main__":  # vLLM starts processes that re-import this file
+    main()

@@ -1,0 +1,33 @@
+"""The calculator agent's SmolLM2 experiment, on the tiny tokenizer and the scripted engine: the
+warm-up learns the honest policy's calls as the endpoint served them, and the held-out score
+pays the honest model, not a guess."""
+
+from rlve.envs.calculator import honest_policy
+from rlve.experiments import agent_calculator
+from rlve.inference.scripted import ScriptedEngine
+from rlve.rollout.chat_tokens import end_of_turn_id
+
+
+def test_the_warm_up_learns_the_tool_call_and_the_answer_of_every_episode(tiny_tokenizer):
+    sequences, summary = agent_calculator.teacher_episodes(tiny_tokenizer, 4)
+    assert len(sequences) == 4 and summary["reward/mean"] == 1.0
+    for sequence in sequences:
+        learned = [t for t, m in zip(sequence.token_ids, sequence.loss_mask, strict=True) if m]
+        text = tiny_tokenizer.decode(learned, skip_special_tokens=True)
+        call, answer = text.split("</tool_call>")
+        assert call.startswith('<tool_call>{"name": "calculate", "arguments": {"expression": ')
+        assert answer.startswith("<answer>") and answer.endswith("</answer>")
+        # the prompts (system, question, tool result) are not learned
+        assert "What is" not in text and 0 < sum(sequence.loss_mask) < len(sequence.token_ids)
+
+
+def test_the_held_out_score_pays_the_honest_model_and_not_a_guess(tiny_tokenizer):
+    def score(policy):
+        engine = ScriptedEngine(policy, tiny_tokenizer, end_of_turn_id(tiny_tokenizer))
+        return agent_calculator.held_out_scores(engine, 1.0, 96, seed=0)
+
+    honest = score(honest_policy)
+    assert len(honest["accuracy"]) == agent_calculator.EVAL_PROBLEMS
+    assert set(honest["accuracy"]) == {1.0} and set(honest["tool use"]) == {1.0}
+    guess = score(lambda messages: "<answer>1000</answer>")
+    assert set(guess["accuracy"]) == {0.0} and set(guess["tool use"]) == {0.0}
