@@ -15,8 +15,9 @@ the run's OpenAI-compatible endpoint, which records every token it serves.
    and after the last: the agent on EVAL_PROBLEMS questions of EVAL_SEED (no run trains on
    them), the same for every run, at the run's temperature and token limit: accuracy (per
    question, for a comparison paired by question) and the share of episodes that called the tool.
-3. A table (mean [min-max] over seeds) and the training curves (rlve.experiments.experiment).
-   Finished seeds are skipped when the command is started again.
+3. A table (mean [min-max] over seeds), the training curves (rlve.experiments.experiment) and
+   `<out>/gain.md`: each seed's after - before, paired by question, and the seeds' mean with a t
+   interval. Finished seeds are skipped when the command is started again.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 from pathlib import Path
 
 from rlve.experiments.experiment import Arm, Experiment, run_experiment, scores_table
+from rlve.rollout.records import write_text_atomically
 
 BASE_MODEL = "smollm2-135m"
 AGENT = "examples.calculator_agent:solve"
@@ -97,6 +99,30 @@ def held_out_scores(engine, temperature: float, max_tokens: int, seed: int) -> d
     }
 
 
+def gain_table(results) -> str:
+    """Markdown: per seed, accuracy and tool use before -> after and the accuracy gain paired by
+    question (95% interval over the questions); then the seeds' mean gain (t over seeds)."""
+    from statistics import fmean
+
+    from rlve.experiments.scaling_paired import across_seeds, seed_difference
+
+    lines = ["| seed | accuracy before -> after | gain, paired by question (95% CI) | "
+             "tool use before -> after |", "|---|---|---|---|"]  # fmt: skip
+    gains = []
+    for result in sorted(results, key=lambda r: r.seed):
+        accuracy, tools = result.before_and_after("accuracy"), result.before_and_after("tool use")
+        gain = seed_difference(accuracy["before"], accuracy["after"])
+        gains.append(gain)
+        lines.append(f"| {result.seed} | {fmean(accuracy['before']):.3f} -> "
+                     f"{fmean(accuracy['after']):.3f} | {gain.mean:+.3f} ({gain.low:+.3f} to "
+                     f"{gain.high:+.3f}) | {fmean(tools['before']):.3f} -> "
+                     f"{fmean(tools['after']):.3f} |")  # fmt: skip
+    total = across_seeds(gains)
+    lines.append(f"| mean of {len(gains)} | | {total.mean:+.3f} ({total.low:+.3f} to "
+                 f"{total.high:+.3f}, t over seeds) | |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def experiment(sft_steps: int = SFT_STEPS) -> Experiment:
     def score(engine, config, seed: int) -> dict:
         return held_out_scores(engine, config.trainer.temperature, config.rollout.max_tokens, seed)
@@ -131,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{BASE_MODEL} through {AGENT}, {len(args.seeds)} seeds, "
           f"{EVAL_PROBLEMS} held-out questions\n")  # fmt: skip
     print(scores_table(results))
+    gains = gain_table(results)
+    write_text_atomically(Path(args.out) / "gain.md", gains + "\n")
+    print(f"\n{gains}")
 
 
 if __name__ == "__main__":  # vLLM starts processes that re-import this file

@@ -31,3 +31,25 @@ def test_the_held_out_score_pays_the_honest_model_and_not_a_guess(tiny_tokenizer
     assert set(honest["accuracy"]) == {1.0} and set(honest["tool use"]) == {1.0}
     guess = score(lambda messages: "<answer>1000</answer>")
     assert set(guess["accuracy"]) == {0.0} and set(guess["tool use"]) == {0.0}
+
+
+def test_the_gain_table_pairs_each_seed_by_question():
+    from rlve.experiments.experiment import RunResult
+
+    def run(seed, before, after):
+        outcomes = {"before": {"accuracy": before, "tool use": [1.0] * 4},
+                    "after": {"accuracy": after, "tool use": [1.0] * 4}}  # fmt: skip
+        return RunResult("cispo", seed, {}, {}, {}, 0.0, {}, {}, outcomes)
+
+    table = agent_calculator.gain_table(
+        [
+            run(1, [0.0] * 4, [1.0, 0.0, 0.0, 0.0]),
+            run(0, [0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 1.0]),
+        ]
+    ).splitlines()
+    # seed 0: differences 1, 0, 0, 1: mean 0.5, sd 0.577, 1.96 * 0.577 / 2 = 0.566
+    assert table[2] == "| 0 | 0.250 -> 0.750 | +0.500 (-0.066 to +1.066) | 1.000 -> 1.000 |"
+    # seed 1: 1, 0, 0, 0: mean 0.25, sd 0.5, 1.96 * 0.5 / 2 = 0.490
+    assert table[3] == "| 1 | 0.000 -> 0.250 | +0.250 (-0.240 to +0.740) | 1.000 -> 1.000 |"
+    # seeds' means 0.5 and 0.25: sd 0.177, t(1) 12.706 * 0.177 / sqrt(2) = 1.588
+    assert table[4] == "| mean of 2 | | +0.375 (-1.213 to +1.963, t over seeds) | |"
