@@ -9,7 +9,7 @@ the run's OpenAI-compatible endpoint, which records every token it serves.
    is `rlve.envs.calculator.honest_policy` (call `calculate` on the question, answer with its
    value), played through the same agent and endpoint on questions of its own seed, so the
    warm-up learns the very tokens the endpoint serves. It is kept short (SFT_STEPS) so that the
-   start is not already the teacher: RL has copying mistakes left to remove.
+   start is not already the teacher: RL has the tool's use left to learn.
 2. Per seed: `python -m rlve.train +experiment=agent_calculator` from that model (the command is
    printed; the run is in <out>/cispo/seed<N>). On the run's own engine, before the first step
    and after the last: the agent on EVAL_PROBLEMS questions of EVAL_SEED (no run trains on
@@ -38,7 +38,8 @@ EVAL_SEED = 555_000
 SFT_SEED = 7
 """seed of the teacher's questions"""
 SFT_EPISODES = 256
-SFT_STEPS = 12
+SFT_STEPS = 4
+"""short on purpose: on the held-out questions 12 steps alone scored 0.984, 3 steps 0.008"""
 SFT_BATCH = 8
 SFT_LR = 3e-5
 
@@ -132,7 +133,7 @@ def experiment(sft_steps: int = SFT_STEPS) -> Experiment:
         arms=[Arm("cispo", ("+experiment=agent_calculator", "logging.wandb_mode=disabled"))],
         start=lambda out, seed: sft_model(out, steps=sft_steps),
         score=score,
-        curves=["reward/mean", "reward/used_calculator", "agent/calls_per_episode"],
+        curves=["reward/mean", "reward/used_calculator", "agent/calls"],
         settings={
             "sft": [SFT_EPISODES, sft_steps, SFT_BATCH, SFT_LR, SFT_SEED],
             "eval": [EVAL_PROBLEMS, EVAL_SEED],
