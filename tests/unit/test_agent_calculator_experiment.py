@@ -2,14 +2,20 @@
 warm-up learns the honest policy's calls as the endpoint served them, and the held-out score
 pays the honest model, not a guess."""
 
+import pytest
+
 from rlve.envs.calculator import honest_policy
 from rlve.experiments import agent_calculator
 from rlve.inference.scripted import ScriptedEngine
 from rlve.rollout.chat_tokens import end_of_turn_id
 
+AGENTS = [agent_calculator.AGENT, "examples.agents_sdk_agent:solve"]
+"""the openai SDK's tool loop and the OpenAI Agents SDK's agent"""
 
-def test_the_warm_up_learns_the_tool_call_and_the_answer_of_every_episode(tiny_tokenizer):
-    sequences, summary = agent_calculator.teacher_episodes(tiny_tokenizer, 4)
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_warm_up_learns_the_tool_call_and_the_answer_of_every_episode(tiny_tokenizer, agent):
+    sequences, summary = agent_calculator.teacher_episodes(tiny_tokenizer, 4, agent)
     assert len(sequences) == 4 and summary["reward/mean"] == 1.0
     for sequence in sequences:
         learned = [t for t, m in zip(sequence.token_ids, sequence.loss_mask, strict=True) if m]
@@ -21,10 +27,11 @@ def test_the_warm_up_learns_the_tool_call_and_the_answer_of_every_episode(tiny_t
         assert "What is" not in text and 0 < sum(sequence.loss_mask) < len(sequence.token_ids)
 
 
-def test_the_held_out_score_pays_the_honest_model_and_not_a_guess(tiny_tokenizer):
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_held_out_score_pays_the_honest_model_and_not_a_guess(tiny_tokenizer, agent):
     def score(policy):
         engine = ScriptedEngine(policy, tiny_tokenizer, end_of_turn_id(tiny_tokenizer))
-        return agent_calculator.held_out_scores(engine, 1.0, 96, seed=0)
+        return agent_calculator.held_out_scores(engine, 1.0, 96, 0, agent)
 
     honest = score(honest_policy)
     assert len(honest["accuracy"]) == agent_calculator.EVAL_PROBLEMS
