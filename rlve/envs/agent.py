@@ -53,6 +53,13 @@ class AgentTask:
 
 Agent = Callable[[Any, AgentTask], Awaitable[Any]]
 
+AGENT_ERRORS = ("fault", "score")
+"""what an agent that raised after calling the model makes of its episode: a counted fault, not
+trained on (for errors of the agent's own), or an episode the rubric scores and the run trains
+(`stop/agent_error`), for agents that raise on the model's mistakes (the OpenAI Agents SDK
+raises ModelBehaviorError on a call to a tool it does not have: as a fault, that mistake would
+never cost the model anything)"""
+
 
 def posted_reward(state: State) -> float:
     """The sum of the rewards the agent posted to its session (0 when none)."""
@@ -74,6 +81,7 @@ class AgentEnv(Environment):
         command: Sequence[str] | None = None,
         agent_timeout_s: float = 300.0,
         max_calls: int = 64,
+        agent_errors: str = "fault",
         rubric: Rubric | None = None,
         **kwargs,
     ):
@@ -85,6 +93,8 @@ class AgentEnv(Environment):
             raise ValueError(f"agent_timeout_s must be > 0, got {agent_timeout_s!r}")
         if max_calls < 1:
             raise ValueError(f"max_calls must be >= 1, got {max_calls!r}")
+        if agent_errors not in AGENT_ERRORS:
+            raise ValueError(f"agent_errors must be one of {AGENT_ERRORS}, got {agent_errors!r}")
         rubric = rubric or Rubric()
         rubric.add(posted_reward)
         super().__init__(dataset, rubric=rubric, max_turns=max_calls, **kwargs)
@@ -92,6 +102,7 @@ class AgentEnv(Environment):
         self.command = list(command) if command is not None else None
         self.agent_timeout_s = float(agent_timeout_s)
         self.max_calls = max_calls
+        self.agent_errors = agent_errors
 
     def task(self, prompt: list[Message], example_id: int) -> AgentTask:
         users = [m for m in prompt if m.get("role") == "user"]
@@ -174,17 +185,20 @@ def _kill_group(pid: int) -> None:
 
 def load_environment(
     agent: str | Agent | None = None, command: Sequence[str] | None = None,
-    tasks: str = "calculator", agent_timeout_s: float = 300.0, max_calls: int = 64, **task_args,
+    tasks: str = "calculator", agent_timeout_s: float = 300.0, max_calls: int = 64,
+    agent_errors: str = "fault", **task_args,
 ) -> AgentEnv:  # fmt: skip
     """An agent environment on the examples and rubric of environment `tasks` (built with
-    `task_args`); `agent` a callable or its `package.module:function` name."""
+    `task_args`); `agent` a callable or its `package.module:function` name; `agent_errors`: see
+    AGENT_ERRORS."""
     from rlve.envs.registry import load_environment as load_named
 
     if isinstance(agent, str):
         agent = _imported(agent)
     source = load_named(tasks, **task_args)
     return AgentEnv(source.dataset, agent=agent, command=command, rubric=source.rubric,
-                    agent_timeout_s=agent_timeout_s, max_calls=max_calls, parser=source.parser,
+                    agent_timeout_s=agent_timeout_s, max_calls=max_calls,
+                    agent_errors=agent_errors, parser=source.parser,
                     sampling=source.sampling)  # fmt: skip
 
 

@@ -6,10 +6,11 @@ environment's agent against it within `agent_timeout_s`, closes the session (a l
 cut off: the first segment is the trajectory's token sequence and turns, the others its side
 sequences; rewards posted per call land on that call's turn (`Environment.reward_turn`) when it
 is in the first segment, and in `posted_reward` in every case. An agent that raised ends the
-episode as `env_error`, one past its deadline as `timeout`, one that never called the model as
-`env_error` (nothing to train): each a counted fault, the batch goes on. An agent that failed
-because its conversation outgrew `max_seq_len` (the endpoint answered 400) ends as
-`context_length`, as an episode does, and is trained on what it recorded.
+episode as `env_error` (or, after calling the model, as `agent_error`, scored and trained, when
+the environment's `agent_errors` is "score"), one past its deadline as `timeout`, one that never
+called the model as `env_error` (nothing to train): each a counted fault, the batch goes on. An
+agent that failed because its conversation outgrew `max_seq_len` (the endpoint answered 400) ends
+as `context_length`, as an episode does, and is trained on what it recorded.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ async def play_agent(
     except Exception as exc:  # the user's agent: its failure ends this episode only
         if session.out_of_room and session.record.calls:  # an episode that ran out of room
             reason = "context_length"
+        elif env.agent_errors == "score" and session.record.calls:
+            state["agent_error"] = f"the agent raised {type(exc).__name__}: {exc}"
+            reason = "agent_error"
         else:
             state["env_error"] = f"the agent raised {type(exc).__name__}: {exc}"
             reason = "env_error"

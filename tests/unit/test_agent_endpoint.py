@@ -323,6 +323,34 @@ def test_an_agent_past_its_deadline_or_one_that_raises_ends_as_a_counted_fault(t
     assert crashed["stop_reason"] == "env_error" and "KeyError" in crashed["env_error"]
 
 
+def test_an_agent_that_raises_on_the_model_s_mistake_is_scored_when_asked(tiny_tokenizer):
+    """The Agents SDK raises ModelBehaviorError when the model calls a tool it does not have: a
+    fault by default (not trained); with agent_errors="score" the episode is kept, scored 0 by the
+    calculator's rubric and trained, so the mistake costs the model what a wrong answer does."""
+
+    def invents_a_tool(messages):
+        return '<tool_call>{"name": "calc", "arguments": {"expression": "1+2"}}</tool_call>'
+
+    def reward(env, trajectory, state):
+        [score] = asyncio.run(env.rubric.score_group([trajectory.prompt], [trajectory.completion],
+                                                     [trajectory.answer], [state],
+                                                     [trajectory.info]))  # fmt: skip
+        return score.reward
+
+    engine = RecordingEngine(invents_a_tool, tiny_tokenizer)
+    _, state = play(calculator_env(agents_sdk_agent.solve), engine)
+    assert state["stop_reason"] == "env_error" and "ModelBehaviorError" in state["env_error"]
+    env = calculator_env(agents_sdk_agent.solve, agent_errors="score")
+    trajectory, state = play(env, engine)
+    assert state["stop_reason"] == "agent_error" and "calc not found" in state["agent_error"]
+    assert trajectory.token_ids == sum(engine.served[-1], [])  # the call it made is trained
+    assert reward(env, trajectory, state) == 0.0
+    honest, honest_state = play(env, RecordingEngine(honest_policy, tiny_tokenizer))
+    assert reward(env, honest, honest_state) == 1.0
+    with pytest.raises(ValueError, match="agent_errors must be one of .* got 'drop'"):
+        calculator_env(agent_errors="drop")
+
+
 def test_an_agent_whose_conversation_outgrows_max_seq_len_ends_as_context_length(tiny_tokenizer):
     async def grows(client, task):  # the endpoint's 400 ends it (openai.BadRequestError)
         await converse(client, task, calls=1000, follow_up="more " * 40)
