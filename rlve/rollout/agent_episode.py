@@ -63,12 +63,10 @@ async def play_agent(
     except Exception as exc:  # the user's agent: its failure ends this episode only
         if session.out_of_room and session.record.calls:  # an episode that ran out of room
             reason = "context_length"
-        elif env.agent_errors == "score" and session.record.calls:
-            state["agent_error"] = f"the agent raised {type(exc).__name__}: {exc}"
-            reason = "agent_error"
         else:
-            state["env_error"] = f"the agent raised {type(exc).__name__}: {exc}"
-            reason = "env_error"
+            scored = env.agent_errors == "score" and session.record.calls
+            reason = "agent_error" if scored else "env_error"
+            state[reason] = f"the agent raised {type(exc).__name__}: {exc}"
     finally:
         gateway.close(session)
         keep_session(env, record, session)

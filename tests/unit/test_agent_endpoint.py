@@ -64,6 +64,14 @@ def calculator_env(agent=solve, **kwargs):
     return load_environment(agent=agent, tasks="calculator", num_examples=8, **kwargs)
 
 
+def rubric_reward(env, trajectory, state) -> float:
+    """The reward `env`'s rubric gives one played episode."""
+    [score] = asyncio.run(env.rubric.score_group([trajectory.prompt], [trajectory.completion],
+                                                 [trajectory.answer], [state],
+                                                 [trajectory.info]))  # fmt: skip
+    return score.reward
+
+
 def test_the_example_agent_is_trained_on_exactly_the_ids_it_was_served(tiny_tokenizer):
     engine = RecordingEngine(honest_policy, tiny_tokenizer)
     env = calculator_env()
@@ -331,12 +339,6 @@ def test_an_agent_that_raises_on_the_model_s_mistake_is_scored_when_asked(tiny_t
     def invents_a_tool(messages):
         return '<tool_call>{"name": "calc", "arguments": {"expression": "1+2"}}</tool_call>'
 
-    def reward(env, trajectory, state):
-        [score] = asyncio.run(env.rubric.score_group([trajectory.prompt], [trajectory.completion],
-                                                     [trajectory.answer], [state],
-                                                     [trajectory.info]))  # fmt: skip
-        return score.reward
-
     engine = RecordingEngine(invents_a_tool, tiny_tokenizer)
     _, state = play(calculator_env(agents_sdk_agent.solve), engine)
     assert state["stop_reason"] == "env_error" and "ModelBehaviorError" in state["env_error"]
@@ -344,9 +346,9 @@ def test_an_agent_that_raises_on_the_model_s_mistake_is_scored_when_asked(tiny_t
     trajectory, state = play(env, engine)
     assert state["stop_reason"] == "agent_error" and "calc not found" in state["agent_error"]
     assert trajectory.token_ids == sum(engine.served[-1], [])  # the call it made is trained
-    assert reward(env, trajectory, state) == 0.0
+    assert rubric_reward(env, trajectory, state) == 0.0
     honest, honest_state = play(env, RecordingEngine(honest_policy, tiny_tokenizer))
-    assert reward(env, honest, honest_state) == 1.0
+    assert rubric_reward(env, honest, honest_state) == 1.0
     with pytest.raises(ValueError, match="agent_errors must be one of .* got 'drop'"):
         calculator_env(agent_errors="drop")
 
@@ -563,10 +565,7 @@ def test_a_model_that_cheats_through_the_agent_earns_less_than_an_honest_one(tin
     def reward(model):
         env = calculator_env()
         trajectory, state = play(env, RecordingEngine(model, tiny_tokenizer))
-        [score] = asyncio.run(env.rubric.score_group([trajectory.prompt], [trajectory.completion],
-                                                     [trajectory.answer], [state],
-                                                     [trajectory.info]))  # fmt: skip
-        return score.reward, state["stop_reason"]
+        return rubric_reward(env, trajectory, state), state["stop_reason"]
 
     assert reward(honest_policy) == (1.0, "agent_done")
     for cheat in (gibberish, guesses, loops, malformed):
